@@ -8,7 +8,8 @@ import re
 def normalize_gpu_name(name: str) -> str:
     """The GPU key used in the database, the API's ``gpu=`` parameter and the loader's cache.
 
-    ``"NVIDIA H200"`` → ``"nvidia-h200"``; ``"NVIDIA H100 80GB HBM3"`` → ``"nvidia-h100-80gb-hbm3"``.
+    ``"NVIDIA H200"`` → ``"nvidia-h200"``;
+    ``"NVIDIA H100 80GB HBM3"`` → ``"nvidia-h100-80gb-hbm3"``.
     An already-normalized key maps to itself.
 
     Raises:

@@ -1,1 +1,1 @@
-
+"""Families of correctness checks; each returns a CheckFailure or None."""

@@ -1,0 +1,185 @@
+"""NVRTC compilation of a candidate to a cubin for the GPU's real architecture.
+
+Compiling needs no GPU: CuPy's `cupy.cuda.nvrtc` bindings drive the NVRTC library of the
+`nvidia-cuda-nvrtc` wheel, so this stage runs on CPU workers and the GPU worker only loads the
+cubin. Results are cached content-addressed (sha256 over source, options, NVRTC version, arch),
+written to a temporary file and `os.replace`d into place; a torn or tampered entry is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# ptxas -v lines, e.g. "Used 40 registers, used 1 barriers, 8 bytes cmem[0]" and
+# "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
+_ENTRY_RE = re.compile(r"Function properties for (\w+)")
+_REGS_RE = re.compile(r"Used (\d+) registers")
+_SPILL_RE = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reported for one entry function."""
+
+    registers: int = 0
+    stack_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    static_shared_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """The outcome of one compilation; ``ok`` False means ``log`` holds the compiler's errors."""
+
+    ok: bool
+    log: str
+    options: tuple[str, ...]
+    arch: str
+    nvrtc_version: str
+    seconds: float
+    cubin: bytes = b""
+    cubin_sha256: str = ""
+    resources: dict[str, KernelResources] = field(default_factory=dict)
+    cached: bool = False
+
+    def summary(self) -> dict[str, object]:
+        """JSON-able metadata (everything but the cubin bytes)."""
+        data = asdict(self)
+        data.pop("cubin")
+        return data
+
+
+def nvrtc_version() -> str:
+    """The NVRTC library version as ``"major.minor"``, e.g. ``"13.0"``."""
+    from cupy.cuda import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"{major}.{minor}"
+
+
+def parse_resources(log: str) -> dict[str, KernelResources]:
+    """Per-entry registers, stack, spills and static shared memory from a ``ptxas -v`` log."""
+    found: dict[str, KernelResources] = {}
+    entry: str | None = None
+    values: dict[str, int] = {}
+    for line in log.splitlines():
+        if m := _ENTRY_RE.search(line):
+            if entry:
+                found[entry] = KernelResources(**values)
+            entry, values = m.group(1), {}
+        elif entry and (m := _SPILL_RE.search(line)):
+            values["stack_bytes"] = int(m.group(1))
+            values["spill_store_bytes"] = int(m.group(2))
+            values["spill_load_bytes"] = int(m.group(3))
+        elif entry and (m := _REGS_RE.search(line)):
+            values["registers"] = int(m.group(1))
+            if s := _SMEM_RE.search(line):
+                values["static_shared_bytes"] = int(s.group(1))
+    if entry:
+        found[entry] = KernelResources(**values)
+    return found
+
+
+def default_cache_dir() -> Path:
+    """``$KERNEVO_COMPILE_CACHE`` or ``~/.cache/kernevo/cubin``."""
+    env = os.environ.get("KERNEVO_COMPILE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "kernevo" / "cubin"
+
+
+def _cache_key(source: str, options: tuple[str, ...], version: str, arch: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(options), version, arch):
+        h.update(part.encode())
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def _read_cache(path: Path) -> CompileResult | None:
+    """A cached result, or None when missing, torn or tampered (its cubin hash must match)."""
+    try:
+        meta = json.loads(path.with_suffix(".json").read_text())
+        cubin = path.with_suffix(".cubin").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
+        return None
+    meta["resources"] = {k: KernelResources(**v) for k, v in meta["resources"].items()}
+    meta["options"] = tuple(meta["options"])
+    return CompileResult(**meta, cubin=cubin, cached=True)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def compile_cubin(
+    source: str,
+    options: list[str] | tuple[str, ...],
+    arch: str,
+    *,
+    cache_dir: Path | None = None,
+    name: str = "candidate.cu",
+) -> CompileResult:
+    """Compile CUDA C++ ``source`` with NVRTC to a cubin for ``arch`` (e.g. ``"sm_90"``).
+
+    ``options`` must name the same architecture (``-arch=sm_90``); ``--ptxas-options=-v`` is
+    added so registers, spills and shared memory come back in ``resources``. A failed compile
+    is a result with ``ok=False`` and the compiler log, never an exception.
+
+    Raises:
+        ValueError: ``options`` do not target ``arch`` (an infrastructure bug, not a candidate's).
+    """
+    from cupy.cuda import nvrtc
+
+    opts = tuple(options)
+    if f"-arch={arch}" not in opts:
+        raise ValueError(f"compile options {list(opts)} do not target -arch={arch}")
+    opts = (*opts, "--ptxas-options=-v")
+    version = nvrtc_version()
+    cache = (cache_dir or default_cache_dir()) / _cache_key(source, opts, version, arch)
+    if (hit := _read_cache(cache)) is not None:
+        return hit
+
+    start = time.perf_counter()
+    prog = nvrtc.createProgram(source, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(opts))
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            return CompileResult(False, log, opts, arch, version, time.perf_counter() - start)
+        log = nvrtc.getProgramLog(prog)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    result = CompileResult(
+        ok=True,
+        log=log,
+        options=opts,
+        arch=arch,
+        nvrtc_version=version,
+        seconds=time.perf_counter() - start,
+        cubin=cubin,
+        cubin_sha256=hashlib.sha256(cubin).hexdigest(),
+        resources=parse_resources(log),
+    )
+    meta = result.summary()
+    meta.pop("cached")
+    _atomic_write(cache.with_suffix(".cubin"), cubin)
+    _atomic_write(cache.with_suffix(".json"), json.dumps(meta).encode())
+    return result

@@ -1,0 +1,187 @@
+"""The work a GPU worker process does for one task: load a cubin, verify it, time it.
+
+Imported only inside the worker process (evaluator/worker.py), which owns the CUDA context.
+Every function returns plain data (dicts built from evaluator.report dataclasses) so results
+cross the process boundary by pickling.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from evaluator.checks.accuracy import check_forward_error, check_residual, reference
+from evaluator.checks.integrity import (
+    check_finite,
+    check_guards,
+    check_input_unchanged,
+    digest,
+    guard_pattern,
+)
+from evaluator.inputs import Problem, make_problem
+from evaluator.report import CheckFailure, GpuInfo
+from evaluator.timing import time_shape
+from seeds.driver import GeometryError
+from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
+
+GUARD_ELEMENTS = 256
+
+
+def gpu_info() -> dict[str, Any]:
+    """Identity and limits of the worker's device (device 0 of its CUDA_VISIBLE_DEVICES)."""
+    import cupy
+    from cupy.cuda import runtime
+
+    props = runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    driver = runtime.driverGetVersion()
+    rt = runtime.runtimeGetVersion()
+    return asdict(
+        GpuInfo(
+            name=name,
+            key=normalize_gpu_name(name),
+            arch=arch_for_compute_capability(props["major"], props["minor"]),
+            driver_version=f"{driver // 1000}.{driver % 1000 // 10}",
+            runtime_version=f"{rt // 1000}.{rt % 1000 // 10}",
+            sm_count=int(props["multiProcessorCount"]),
+            max_shared_per_block_optin=int(
+                cupy.cuda.Device(0).attributes["MaxSharedMemoryPerBlockOptin"]
+            ),
+        )
+    )
+
+
+def _load_driver(cubin: bytes, path_id: str, dtype: str) -> Any:
+    from seeds.registry import get_path
+    from seeds.trsm_small.driver import TrsmSmallDriver
+
+    return TrsmSmallDriver(cubin, dtype, get_path(path_id))
+
+
+def check_problem(driver: Any, problem: Problem) -> CheckFailure | None:
+    """Run the candidate once on ``problem`` and apply every check to what it left behind."""
+    import cupy
+
+    m, n = problem.shape
+    itemsize = problem.b.dtype.itemsize
+    a_dev = cupy.asarray(problem.a.ravel(order="F"))
+    a_digest = digest(problem.a.tobytes(order="F"))
+    guard = guard_pattern(GUARD_ELEMENTS * itemsize)
+    host = np.frombuffer(guard + problem.b.tobytes(order="F") + guard, dtype=np.uint8)
+    b_dev = cupy.asarray(host)
+    try:
+        driver.solve_raw(a_dev.data.ptr, b_dev.data.ptr + len(guard), m, n, m, m)
+    except GeometryError as exc:
+        return CheckFailure("launch_geometry", (m, n), None, None, str(exc))
+    cupy.cuda.Device().synchronize()
+    out = b_dev.get().tobytes()
+    x = np.frombuffer(out[len(guard) : len(guard) + m * n * itemsize], problem.b.dtype)
+    x = x.reshape((m, n), order="F")
+    failure = (
+        check_guards(guard + guard, out[: len(guard)] + out[-len(guard) :], (m, n))
+        or check_input_unchanged(a_digest, digest(a_dev.get().tobytes()), (m, n))
+        or check_finite(x, (m, n))
+        or check_residual(problem.a, problem.b, x)
+    )
+    if failure:
+        return failure
+    x_ref, growth = reference(problem.a, problem.b)
+    return check_forward_error(problem.a, x, x_ref, growth)
+
+
+def verify(
+    driver: Any, dtype: str, shapes: list[tuple[int, int]], seeds: list[int], growth: bool
+) -> tuple[CheckFailure | None, list[tuple[int, int]]]:
+    """Check every shape × seed on fresh inputs (plus the growth case for m ≥ 16 if asked).
+
+    Returns the first failure (or None) and the shapes that passed every check.
+    """
+    passed: list[tuple[int, int]] = []
+    for m, n in shapes:
+        problems = [make_problem(m, n, dtype, s) for s in seeds]
+        if growth and m >= 16:
+            problems.append(make_problem(m, n, dtype, seeds[0], kind="growth"))
+        for problem in problems:
+            if failure := check_problem(driver, problem):
+                detail = f"{failure.detail} [{problem.kind} inputs, seed {problem.seed}]"
+                return CheckFailure(
+                    failure.check, failure.shape, failure.value, failure.bound, detail
+                ), passed
+        passed.append((m, n))
+    return None, passed
+
+
+def check_determinism(
+    driver: Any, dtype: str, shapes: list[tuple[int, int]], repeats: int
+) -> CheckFailure | None:
+    """The same input solved ``repeats`` times must give bit-identical X (a race moves it)."""
+    import cupy
+
+    for m, n in shapes:
+        problem = make_problem(m, n, dtype, seed=4242)
+        a = cupy.asarray(problem.a.ravel(order="F"))
+        outputs = set()
+        for _ in range(repeats):
+            b = cupy.asarray(problem.b.ravel(order="F"))
+            driver.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m)
+            outputs.add(b.get().tobytes())
+        if len(outputs) > 1:
+            return CheckFailure(
+                "nondeterministic", (m, n), float(len(outputs)), 1.0,
+                f"{len(outputs)} distinct results in {repeats} runs on the same input",
+            )  # fmt: skip
+    return None
+
+
+def run(task: dict[str, Any]) -> dict[str, Any]:
+    """Execute one task dict (``kind`` = info | check | full | champion); return a result dict.
+
+    ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
+    determinism. ``full``: verify, time ``timed_shapes`` against
+    cuBLAS, then verify ``recheck_shapes`` again on fresh inputs (catches races and state that
+    builds up across calls). Candidate failures come back as data; CUDA errors propagate to the
+    worker loop, which reports a fault and retires the process.
+    """
+    if task["kind"] == "info":
+        return {"gpu": gpu_info()}
+    dtype = task["dtype"]
+    t0 = time.perf_counter()
+    driver = _load_driver(task["cubin"], task["path_id"], dtype)
+    failure, passed = verify(driver, dtype, task["shapes"], task["seeds"], task["growth"])
+    phases = {"verify": time.perf_counter() - t0}
+    result: dict[str, Any] = {
+        "failure": failure and asdict(failure),
+        "verified_shapes": passed,
+        "phase_seconds": phases,
+    }
+    if failure or task["kind"] == "check":
+        return result
+    if task["kind"] == "champion":
+        failure = check_determinism(driver, dtype, task["determinism_shapes"], task["repeats"])
+        result["failure"] = failure and asdict(failure)
+        return result
+
+    from seeds.trsm_small.baseline import CublasTrsm
+
+    baseline = CublasTrsm(dtype)
+    try:
+        timings = [
+            asdict(time_shape(m, n, dtype, driver.solve_raw, baseline, **task.get("timing", {})))
+            for m, n in task["timed_shapes"]
+        ]
+    finally:
+        baseline.close()
+    result["timings"] = timings
+    phases["time"] = time.perf_counter() - t0 - phases["verify"]
+    fresh = [s + 1000 for s in task["seeds"]]
+    failure, _ = verify(driver, dtype, task["recheck_shapes"], fresh, growth=False)
+    phases["verify"] = time.perf_counter() - t0 - phases["time"]
+    if failure:
+        result["failure"] = asdict(
+            CheckFailure("recheck_after_timing", failure.shape, failure.value, failure.bound,
+                         failure.describe())
+        )  # fmt: skip
+    return result

@@ -1,0 +1,79 @@
+"""OpenEvolve evaluation file: ``evaluate(program_path)`` plus the cascade stages.
+
+OpenEvolve imports this file by path in each of its worker processes. The job context comes from
+the environment the evolver sets before OpenEvolve starts (docs/CONTRACTS.md):
+KERNEVO_EVAL_PATH, KERNEVO_EVAL_DTYPE, KERNEVO_EVAL_GPU (device index, or "none" to stop after
+compiling), KERNEVO_REPORT_DIR (full reports, one JSON per program source sha256, read by the
+lineage recorder).
+
+The evolver calls ``evaluate`` with OpenEvolve's own cascade off: ``evaluate`` runs the same
+cascade internally (cheap rejections first), and OpenEvolve's cascade would, on its own stage-2
+timeout, keep stage-1 metrics — a timed-out candidate must score 0, never positive.
+``evaluate_stage1`` (screen, compile, quick check; ``combined_score`` 0, ``passed`` says whether
+it got through) and ``evaluate_stage2`` (the full evaluation) serve callers who cascade
+themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from openevolve.evaluation_result import EvaluationResult
+
+from evaluator.pipeline import Evaluator
+from evaluator.profile import profile_if_new_best
+from evaluator.report import EvaluationReport
+
+_EVALUATOR: Evaluator | None = None
+
+
+def _evaluator() -> Evaluator:
+    """This process's Evaluator, built once from the job environment."""
+    global _EVALUATOR
+    if _EVALUATOR is None:
+        gpu = os.environ.get("KERNEVO_EVAL_GPU", "0")
+        _EVALUATOR = Evaluator(
+            os.environ["KERNEVO_EVAL_PATH"],
+            os.environ["KERNEVO_EVAL_DTYPE"],
+            None if gpu == "none" else int(gpu),
+            compile_arch=os.environ.get("KERNEVO_EVAL_ARCH", "sm_90"),
+        )
+    return _EVALUATOR
+
+
+def _finish(source: str, report: EvaluationReport) -> EvaluationResult:
+    report_dir = os.environ.get("KERNEVO_REPORT_DIR")
+    if report_dir:
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        path = Path(report_dir) / f"{sha}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(report.to_json())
+        os.replace(tmp, path)
+    return EvaluationResult(metrics=report.metrics(), artifacts=report.artifacts())
+
+
+def evaluate(program_path: str) -> EvaluationResult:
+    """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure."""
+    source = Path(program_path).read_text()
+    evaluator = _evaluator()
+    report, cubin = evaluator.stage1(source)
+    if report.passed:
+        report = evaluator.stage2(report, cubin)
+    if report.passed:
+        profile_if_new_best(evaluator, cubin, report)
+    return _finish(source, report)
+
+
+def evaluate_stage1(program_path: str) -> EvaluationResult:
+    """Screen, compile and the quick check only; never a positive ``combined_score``."""
+    source = Path(program_path).read_text()
+    report, _ = _evaluator().stage1(source)
+    return _finish(source, report)
+
+
+def evaluate_stage2(program_path: str) -> EvaluationResult:
+    """The full evaluation (stage 1 again from the compile cache, then verify, time, re-check)."""
+    return evaluate(program_path)

@@ -1,0 +1,174 @@
+"""The evaluation pipeline, cheap rejections first: screen → compile → quick check → full
+verification → timing against cuBLAS → re-check (../shared/DESIGN.md "Evaluation pipeline").
+
+Pure: a candidate source in, an :class:`EvaluationReport` out. Compilation happens in this
+process (NVRTC needs no GPU); everything that touches the GPU runs in the :class:`GpuWorker`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from evaluator.compile import CompileResult, compile_cubin
+from evaluator.report import (
+    CheckFailure,
+    CompileInfo,
+    EvaluationReport,
+    GpuInfo,
+    ShapeTiming,
+)
+from evaluator.score import combined_score
+from evaluator.screen import screen
+from evaluator.worker import GpuWorker, TaskError, WorkerFault, WorkerTimeout
+from seeds.registry import get_path
+from seeds.spec import check_dtype
+
+QUICK_TIMEOUT_S = 60.0
+FULL_TIMEOUT_S = 240.0
+VERIFY_SEEDS = [1, 2, 3]
+
+
+def compile_info(result: CompileResult, kernel_name: str) -> CompileInfo:
+    """The compile facts of ``result`` for the solve entry ``kernel_name``."""
+    res = result.resources.get(kernel_name)
+    return CompileInfo(
+        ok=result.ok,
+        log=result.log,
+        options=result.options,
+        arch=result.arch,
+        nvrtc_version=result.nvrtc_version,
+        seconds=result.seconds,
+        cubin_sha256=result.cubin_sha256,
+        registers=res.registers if res else 0,
+        spill_bytes=(res.spill_store_bytes + res.spill_load_bytes) if res else 0,
+        stack_bytes=res.stack_bytes if res else 0,
+        static_shared_bytes=res.static_shared_bytes if res else 0,
+    )
+
+
+class Evaluator:
+    """Evaluates candidates of one path and dtype on one GPU (``gpu_index`` None: compile only).
+
+    Raises:
+        UnknownPathError, UnknownDtypeError: at construction, for a bad job.
+    """
+
+    def __init__(
+        self, path_id: str, dtype: str, gpu_index: int | None, compile_arch: str = "sm_90"
+    ) -> None:
+        self.spec = get_path(path_id)
+        self.dtype = check_dtype(dtype, self.spec.dtypes)
+        self.gpu_index = gpu_index
+        self.worker = GpuWorker(gpu_index) if gpu_index is not None else None
+        self._gpu: GpuInfo | None = None
+        self._compile_arch = compile_arch
+
+    def gpu(self) -> GpuInfo | None:
+        """The worker GPU's identity (asked once); None in compile-only mode."""
+        if self.worker is None:
+            return None
+        if self._gpu is None:
+            self._gpu = GpuInfo(**self.worker.run({"kind": "info"}, QUICK_TIMEOUT_S)["gpu"])
+        return self._gpu
+
+    def close(self) -> None:
+        """Stop the GPU worker process."""
+        if self.worker is not None:
+            self.worker.stop()
+
+    # -- stages -------------------------------------------------------------------------------
+
+    def stage1(self, source: str) -> tuple[EvaluationReport, bytes]:
+        """Screen, compile, and check the two quick shapes. Returns the report and the cubin."""
+        report = EvaluationReport(self.spec.path_id, self.dtype)
+        if failure := screen(source, self.spec.seed_source()):
+            return report.fail("screen_error", failure), b""
+        try:
+            gpu = self.gpu()
+        except (WorkerTimeout, WorkerFault, TaskError) as exc:
+            failure = CheckFailure("gpu_unavailable", detail=str(exc).splitlines()[0])
+            return report.fail("infra_error", failure), b""
+        report.gpu = gpu
+        arch = gpu.arch if gpu else self._compile_arch
+        t0 = time.perf_counter()
+        result = compile_cubin(source, self.spec.compile_options(self.dtype, arch), arch)
+        report.compile = compile_info(result, self.spec.kernel_name)
+        report.stage = "compile"
+        report.phase_seconds["compile"] = time.perf_counter() - t0
+        if not result.ok:
+            first = next((ln for ln in result.log.splitlines() if "error" in ln), "")
+            return report.fail("compile_error", CheckFailure("compile", detail=first)), b""
+        if self.worker is None:
+            failure = CheckFailure("no_gpu", detail="compile-only evaluation: no GPU assigned")
+            return report.fail("infra_error", failure), result.cubin
+        task = {
+            "kind": "check",
+            "cubin": result.cubin,
+            "path_id": self.spec.path_id,
+            "dtype": self.dtype,
+            "shapes": list(self.spec.quick_shapes),
+            "seeds": [0],
+            "growth": False,
+        }
+        report.stage = "quick"
+        return self._run_checks(report, task, QUICK_TIMEOUT_S, "verify"), result.cubin
+
+    def stage2(self, report: EvaluationReport, cubin: bytes) -> EvaluationReport:
+        """Full verification, timing against cuBLAS and re-check, continuing ``report``."""
+        task = {
+            "kind": "full",
+            "cubin": cubin,
+            "path_id": self.spec.path_id,
+            "dtype": self.dtype,
+            "shapes": list(self.spec.verify_shapes),
+            "seeds": VERIFY_SEEDS,
+            "growth": True,
+            "timed_shapes": list(self.spec.timed_shapes),
+            "recheck_shapes": list(self.spec.timed_shapes) + list(self.spec.quick_shapes),
+        }
+        report.stage = "verify"
+        report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
+        if report.passed:
+            report.stage = "time"
+            report.combined_score = combined_score(report.timings)
+        return report
+
+    def evaluate(self, source: str) -> EvaluationReport:
+        """The whole pipeline on one candidate source."""
+        report, cubin = self.stage1(source)
+        if not report.passed:
+            return report
+        return self.stage2(report, cubin)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _run_checks(
+        self, report: EvaluationReport, task: dict[str, Any], timeout_s: float, phase: str
+    ) -> EvaluationReport:
+        assert self.worker is not None
+        t0 = time.perf_counter()
+        try:
+            result = self.worker.run(task, timeout_s)
+            for name, seconds in result["phase_seconds"].items():
+                report.phase_seconds[name] = report.phase_seconds.get(name, 0.0) + seconds
+        except WorkerTimeout as exc:
+            return report.fail("timeout", CheckFailure("hard_timeout", detail=str(exc)))
+        except WorkerFault as exc:
+            return report.fail("fault", CheckFailure("cuda_error", detail=str(exc)))
+        except TaskError as exc:
+            return report.fail("fault", CheckFailure("worker_exception", detail=str(exc)[:2000]))
+        finally:
+            # Wall time of the round trip, worker start and IPC included.
+            key = f"{phase}_wall"
+            report.phase_seconds[key] = report.phase_seconds.get(key, 0.0) + (
+                time.perf_counter() - t0
+            )
+        report.verified_shapes = [tuple(s) for s in result["verified_shapes"]]
+        report.timings = [ShapeTiming(**t) for t in result.get("timings", [])]
+        if result["failure"]:
+            f = result["failure"]
+            failure = replace(CheckFailure(**f), shape=tuple(f["shape"]) if f["shape"] else None)
+            return report.fail("wrong", failure)
+        return report

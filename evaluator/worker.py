@@ -1,0 +1,132 @@
+"""A GPU worker process per device, with a hard timeout, replaced after any CUDA error.
+
+OpenEvolve calls ``evaluate()`` in a thread of a pool worker and cannot kill it on timeout, so
+all GPU work runs in a child process started with the ``spawn`` method (a forked child of a
+process that touched CUDA inherits a broken context) and pinned to one GPU through
+CUDA_VISIBLE_DEVICES. A hung kernel is ended by killing the child; a CUDA error (illegal address,
+launch failure) leaves a context that cannot be trusted, so the child is retired and the next
+task starts a fresh one. A file lock per GPU keeps one timed candidate per GPU at a time, across
+every process of the job.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import multiprocessing as mp
+import os
+import tempfile
+import traceback
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+# Exceptions whose class lives in these modules come from CUDA: the context is suspect.
+_CUDA_ERROR_MODULES = ("cupy_backends.cuda", "cupy.cuda")
+
+
+def _serve(conn: Connection, gpu_index: int) -> None:
+    """Child main loop: receive task dicts, answer result dicts until the pipe closes."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    from evaluator import gpu_tasks
+
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send({"ok": True, "result": gpu_tasks.run(task)})
+        except Exception as exc:  # a candidate's fault or our bug: report it, decide who retires
+            cuda = type(exc).__module__.startswith(_CUDA_ERROR_MODULES)
+            conn.send(
+                {
+                    "ok": False,
+                    "cuda_error": cuda,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(limit=5),
+                }
+            )
+            if cuda:
+                return
+
+
+class WorkerTimeout(Exception):
+    """The task ran past its hard timeout; the worker was killed."""
+
+
+class WorkerFault(Exception):
+    """The task raised a CUDA error or the worker died; the worker was retired."""
+
+
+class TaskError(Exception):
+    """The task raised a non-CUDA exception in the worker (a bug of ours or bad input)."""
+
+
+@contextmanager
+def gpu_lock(gpu_index: int):
+    """Exclusive lock on one GPU across processes (one timed candidate per GPU at a time)."""
+    path = Path(tempfile.gettempdir()) / f"kernevo-gpu{gpu_index}.lock"
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class GpuWorker:
+    """Runs evaluator.gpu_tasks in a spawned child pinned to ``gpu_index``."""
+
+    def __init__(self, gpu_index: int) -> None:
+        self.gpu_index = gpu_index
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self.restarts = 0
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, self.gpu_index), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def stop(self) -> None:
+        """Kill the child (if any); the next task starts a fresh one."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+            self.restarts += 1
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn = None, None
+
+    def run(self, task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send ``task``, wait at most ``timeout_s`` seconds for its result.
+
+        Raises:
+            WorkerTimeout: no answer in time (the child is killed).
+            WorkerFault: a CUDA error or the child died (the child is retired).
+            TaskError: a non-CUDA exception inside the task.
+        """
+        with gpu_lock(self.gpu_index):
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            assert self._conn is not None
+            try:
+                self._conn.send(task)
+                ready = self._conn.poll(timeout_s)
+                reply = self._conn.recv() if ready else None
+            except (EOFError, OSError, BrokenPipeError) as exc:
+                self.stop()
+                raise WorkerFault(f"GPU worker died: {exc}") from None
+            if reply is None:
+                self.stop()
+                raise WorkerTimeout(f"no result within {timeout_s:.0f} s; worker killed")
+            if reply["ok"]:
+                return reply["result"]
+            if reply["cuda_error"]:
+                self.stop()
+                raise WorkerFault(reply["error"])
+            raise TaskError(reply["error"] + "\n" + reply["traceback"])
