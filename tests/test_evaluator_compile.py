@@ -1,0 +1,84 @@
+"""NVRTC compilation of every seed in every dtype, without a GPU, and the compile cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluator.compile import compile_cubin, parse_resources
+from evaluator.screen import screen
+from seeds.registry import PATHS, get_path
+from seeds.tunables import parse_tunables
+
+SEEDS = [(p, d) for p in PATHS for d in PATHS[p].dtypes]
+
+
+@pytest.mark.parametrize(("path_id", "dtype"), SEEDS)
+def test_seed_compiles_to_sm90_cubin(path_id, dtype, tmp_path):
+    spec = get_path(path_id)
+    result = compile_cubin(spec.seed_source(), spec.compile_options(dtype, "sm_90"), "sm_90",
+                           cache_dir=tmp_path)  # fmt: skip
+    assert result.ok, result.log
+    assert result.cubin[:4] == b"\x7fELF"  # a cubin is an ELF image, not PTX text
+    kernel = result.resources[spec.kernel_name]
+    assert 0 < kernel.registers <= 255 and kernel.spill_store_bytes == 0
+    assert spec.config_kernel_name in result.resources
+
+
+def test_compile_error_is_a_result_with_the_log(tmp_path):
+    spec = get_path("trsm_small")
+    bad = spec.seed_source().replace("cfg[1] = 1;", "cfg[1] = undefined_name;")
+    result = compile_cubin(bad, spec.compile_options("float64", "sm_90"), "sm_90",
+                           cache_dir=tmp_path)  # fmt: skip
+    assert not result.ok and "undefined_name" in result.log and result.cubin == b""
+
+
+def test_cache_hit_and_tampered_entry_is_a_miss(tmp_path):
+    spec = get_path("trsm_small")
+    opts = spec.compile_options("float32", "sm_90")
+    first = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    second = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    assert not first.cached and second.cached and second.cubin == first.cubin
+    (cubin_file,) = tmp_path.glob("*.cubin")
+    cubin_file.write_bytes(b"garbage")
+    third = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    assert not third.cached and third.cubin == first.cubin
+    meta = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert meta["cubin_sha256"] == first.cubin_sha256
+
+
+def test_options_must_target_the_arch(tmp_path):
+    with pytest.raises(ValueError, match="do not target"):
+        compile_cubin("", ["-arch=sm_80"], "sm_90", cache_dir=tmp_path)
+
+
+def test_parse_resources_reads_ptxas_verbose_log():
+    log = (
+        "ptxas info    : Function properties for k\n"
+        "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem\n"
+    )
+    (res,) = parse_resources(log).values()
+    assert (res.registers, res.stack_bytes, res.spill_store_bytes, res.spill_load_bytes,
+            res.static_shared_bytes) == (40, 16, 8, 4, 1024)  # fmt: skip
+
+
+def test_screen_rejects_edits_outside_the_block_includes_and_broken_markers():
+    seed = get_path("trsm_small").seed_source()
+    assert screen(seed, seed) is None
+    inside = seed.replace("#define TRSM_WARPS 4", "#define TRSM_WARPS 8")
+    assert screen(inside, seed) is None
+    outside = seed.replace("#define KV_WARP 32", "#define KV_WARP 16")
+    assert screen(outside, seed).check == "edit_outside_evolve_block"
+    assert screen("#include <cuComplex.h>\n" + seed, seed).check == "include"
+    assert screen(seed.replace("// EVOLVE-BLOCK-END", ""), seed).check == "evolve_block_markers"
+    assert screen(seed + "//" + "x" * 70000, seed).check == "source_size"
+
+
+def test_seed_declares_tunables_inside_the_block():
+    tunables = {t.name: t for t in parse_tunables(get_path("trsm_small").seed_source())}
+    assert set(tunables) == {"TRSM_WARPS", "TRSM_COLS_PER_WARP", "TRSM_UNROLL", "TRSM_INV_DIAG"}
+    for t in tunables.values():
+        assert t.value in t.choices and len(t.choices) >= 2
+        assert t.with_value(t.choices[-1]).split("//")[0].split()[-1] == t.choices[-1]

@@ -1,0 +1,119 @@
+"""The evaluator on a real GPU: the seed passes in every dtype, lying or racy kernels do not.
+
+Each adversarial candidate edits only the EVOLVE-BLOCK, as an LLM would, so it gets past the
+screen and compiles; the check named in the assertion is the one that must catch it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.champion import verify_champion
+from evaluator.pipeline import Evaluator
+from seeds.registry import get_path
+
+pytestmark = pytest.mark.gpu
+SEED = get_path("trsm_small").seed_source()
+STORE = "if (row < m && col < n) B[(long)col * ldb + row] = b[c][s];"
+
+
+@pytest.fixture(scope="module")
+def evaluators():
+    made: dict[str, Evaluator] = {}
+
+    def get(dtype: str) -> Evaluator:
+        if dtype not in made:
+            made[dtype] = Evaluator("trsm_small", dtype, gpu_index=0)
+        return made[dtype]
+
+    yield get
+    for ev in made.values():
+        ev.close()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_seed_is_verified_and_timed_in_every_dtype(evaluators, dtype):
+    report = evaluators(dtype).evaluate(SEED)
+    assert report.status == "ok", report.failure
+    spec = get_path("trsm_small")
+    assert set(spec.verify_shapes) <= set(report.verified_shapes)
+    assert [(t.m, t.n) for t in report.timings] == list(spec.timed_shapes)
+    for t in report.timings:
+        assert 0 < t.candidate_us < 1000 and 0 < t.baseline_us < 1000
+    assert report.combined_score > 0
+    assert report.metrics()["combined_score"] == report.combined_score
+
+
+def _variant(old: str, new: str) -> str:
+    assert old in SEED
+    return SEED.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    ("source", "status", "check"),
+    [
+        # Skips the last row: a kernel that "mostly" solves.
+        (
+            _variant(STORE, "if (row < m - 1 && col < n) B[(long)col * ldb + row] = b[c][s];"),
+            "wrong",
+            "forward_error",
+        ),
+        # Writes one element past B.
+        (
+            _variant(STORE, STORE + " if (row == 0 && col == n - 1) B[(long)n * ldb] = b[c][s];"),
+            "wrong",
+            "out_of_bounds_write",
+        ),
+        # Reads the upper triangle (NaN in every test input) instead of ignoring it.
+        (_variant("if (r >= c) sA[c * m + r]", "sA[c * m + r]"), "wrong", "non_finite_output"),
+        # Computes in float32 whatever the dtype: fast and wrong in float64.
+        (
+            _variant(
+                "b[c][s] = kv_fms(b[c][s], a_k[s], x);",
+                "b[c][s] = (scalar_t)(float)kv_fms(b[c][s], a_k[s], x);",
+            ),
+            "wrong",
+            "forward_error",
+        ),
+        # Asks for more shared memory than any block may have.
+        (
+            _variant("cfg[6] = (m * m + m) * (int)sizeof(scalar_t);", "cfg[6] = 1 << 30;"),
+            "wrong",
+            "launch_geometry",
+        ),
+        # Never returns.
+        (
+            _variant("if (col0 >= n) return;", "while (col0 >= 0) { __nanosleep(1000); }"),
+            "timeout",
+            "hard_timeout",
+        ),
+        # Dereferences a wild pointer.
+        (
+            _variant(
+                "if (col0 >= n) return;",
+                "if (col0 >= n) return; if (lane == 0) B[-(1L << 40)] = b[0][0];",
+            ),
+            "fault",
+            "cuda_error",
+        ),
+    ],
+    ids=["skip_row", "oob_write", "reads_upper", "float32_inside", "huge_smem", "hang", "fault"],
+)
+def test_bad_candidates_are_caught(evaluators, monkeypatch, source, status, check):
+    import evaluator.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "QUICK_TIMEOUT_S", 20.0)
+    ev = evaluators("float64")
+    report = ev.evaluate(source)
+    assert (report.status, report.failure.check) == (status, check), report.failure
+    assert report.combined_score == 0 and report.metrics()["combined_score"] == 0
+    # The worker was replaced where needed: the seed still evaluates right after.
+    assert ev.evaluate(SEED).status == "ok"
+
+
+def test_champion_checks_pass_for_the_seed():
+    report = verify_champion(SEED, "trsm_small", "complex128", 0)
+    assert report.status == "ok", report.failure
+    spec = get_path("trsm_small")
+    assert set(spec.held_out_shapes) <= set(report.verified_shapes)
+    assert any("compute-sanitizer" in note for note in report.notes)
