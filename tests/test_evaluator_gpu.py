@@ -56,7 +56,7 @@ def _variant(old: str, new: str) -> str:
         (
             _variant(STORE, "if (row < m - 1 && col < n) B[(long)col * ldb + row] = b[c][s];"),
             "wrong",
-            "forward_error",
+            "scaled_residual",
         ),
         # Writes one element past B.
         (
@@ -64,8 +64,14 @@ def _variant(old: str, new: str) -> str:
             "wrong",
             "out_of_bounds_write",
         ),
-        # Reads the upper triangle (NaN in every test input) instead of ignoring it.
-        (_variant("if (r >= c) sA[c * m + r]", "sA[c * m + r]"), "wrong", "non_finite_output"),
+        # Uses the upper triangle (NaN in every test input) instead of ignoring it.
+        (
+            _variant("if (r >= c) sA[c * m + r]", "sA[c * m + r]").replace(
+                "(row > k && row < m) ? sA", "(row != k && row < m) ? sA"
+            ),
+            "wrong",
+            "non_finite_output",
+        ),
         # Computes in float32 whatever the dtype: fast and wrong in float64.
         (
             _variant(

@@ -25,8 +25,10 @@ _ROUTINES = {
 
 def _load_libcublas() -> ctypes.CDLL:
     """libcublas as already loaded by CuPy, else from the nvidia-cublas wheel or CUDA_HOME."""
-    import cupy.cuda.cublas  # noqa: F401  (loads libcublas into the process)
-
+    try:  # CuPy's own binding loads libcublas into the process; dlopen then finds it by soname
+        import cupy_backends.cuda.libs.cublas  # noqa: F401
+    except (ImportError, OSError):
+        pass
     candidates = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
     for root in (os.environ.get("CUDA_HOME", "/usr/local/cuda"),):
         candidates += sorted(glob.glob(os.path.join(root, "lib64", "libcublas.so*")))
@@ -35,6 +37,7 @@ def _load_libcublas() -> ctypes.CDLL:
 
         for path in nvidia.__path__:
             candidates += sorted(glob.glob(os.path.join(path, "*", "lib", "libcublas.so*")))
+            candidates += sorted(glob.glob(os.path.join(path, "cu*", "*", "lib", "libcublas.so*")))
     except ImportError:
         pass
     errors = []
