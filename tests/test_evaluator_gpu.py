@@ -79,7 +79,7 @@ def _variant(old: str, new: str) -> str:
                 "b[c][s] = (scalar_t)(float)kv_fms(b[c][s], a_k[s], x);",
             ),
             "wrong",
-            "forward_error",
+            "scaled_residual",
         ),
         # Asks for more shared memory than any block may have.
         (

@@ -1,0 +1,119 @@
+"""GET /v1/jobs, GET /v1/jobs/{id}, and PATCH /v1/jobs/{id} behind the bearer token."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from fastapi.testclient import TestClient
+
+from db import repository as repo
+from db.session import make_engine, session_scope
+
+if TYPE_CHECKING:
+    from conftest import Seeded
+
+
+def _progress(url: str, job_id: int, **fields: object) -> None:
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            repo.update_job_progress(s, job_id, **fields)  # type: ignore[arg-type]
+    finally:
+        engine.dispose()
+
+
+def test_jobs_listing_shows_progress(
+    api_client: TestClient, seeded: Seeded, fresh_database_url: str
+) -> None:
+    _progress(
+        fresh_database_url,
+        seeded.job_id,
+        state="running",
+        iteration=42,
+        best_score=2.01,
+        best_speedup=2.4,
+        last_failure_kind="timeout",
+    )
+    response = api_client.get("/v1/jobs")
+    assert response.status_code == 200, response.text
+    (job,) = response.json()
+    assert job["id"] == seeded.job_id
+    assert (job["path"], job["dtype"], job["gpu"], job["shape_bucket"]) == (
+        "trsm_small",
+        "float64",
+        "nvidia-h200",
+        "m64n64",
+    )
+    assert (job["state"], job["iteration"], job["programs"]) == ("running", 42, 3)
+    assert (job["best_score"], job["best_speedup"], job["last_failure_kind"]) == (
+        2.01,
+        2.4,
+        "timeout",
+    )
+    assert job["heartbeat_at"] is not None
+    assert job["config"] == {"iterations": 100}
+    assert api_client.get("/v1/jobs", params={"state": "running"}).json()[0]["id"] == job["id"]
+    assert api_client.get("/v1/jobs", params={"state": "waiting"}).json() == []
+    assert api_client.get("/v1/jobs", params={"state": "paused"}).status_code == 422
+
+
+def test_job_detail_and_404(api_client: TestClient, seeded: Seeded) -> None:
+    body = api_client.get(f"/v1/jobs/{seeded.job_id}").json()
+    assert (body["id"], body["state"], body["programs"]) == (seeded.job_id, "waiting", 3)
+    missing = api_client.get("/v1/jobs/999")
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == "job 999 not found"
+
+
+def test_patch_without_token_is_401(api_client: TestClient, seeded: Seeded) -> None:
+    response = api_client.patch(f"/v1/jobs/{seeded.job_id}", json={"state": "cancelled"})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert "missing bearer token" in response.json()["detail"]
+    assert api_client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
+
+
+@pytest.mark.parametrize(
+    "authorization", ["Bearer wrong-token", "Basic dXNlcjpwYXNz", "Bearer", "test-token"]
+)
+def test_patch_with_wrong_credentials_is_refused(
+    api_client: TestClient, seeded: Seeded, authorization: str
+) -> None:
+    response = api_client.patch(
+        f"/v1/jobs/{seeded.job_id}",
+        json={"state": "cancelled"},
+        headers={"Authorization": authorization},
+    )
+    assert response.status_code == 401
+    assert api_client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
+
+
+def test_patch_with_token_cancels(api_client: TestClient, seeded: Seeded, api_token: str) -> None:
+    auth = {"Authorization": f"Bearer {api_token}"}
+    url = f"/v1/jobs/{seeded.job_id}"
+    response = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
+    assert response.status_code == 200, response.text
+    assert response.json()["state"] == "cancelled"
+    assert api_client.get(url).json()["state"] == "cancelled"
+    # Cancelling again is a no-op; only "cancelled" is accepted; unknown jobs are 404.
+    again = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
+    assert again.status_code == 200
+    for body in ({"state": "running"}, {"state": "cancelled", "extra": 1}, {}):
+        assert api_client.patch(url, json=body, headers=auth).status_code == 422
+    missing = api_client.patch("/v1/jobs/999", json={"state": "cancelled"}, headers=auth)
+    assert missing.status_code == 404
+
+
+def test_patch_of_a_complete_job_is_409(
+    api_client: TestClient, seeded: Seeded, api_token: str, fresh_database_url: str
+) -> None:
+    _progress(fresh_database_url, seeded.job_id, state="running")
+    _progress(fresh_database_url, seeded.job_id, state="complete")
+    response = api_client.patch(
+        f"/v1/jobs/{seeded.job_id}",
+        json={"state": "cancelled"},
+        headers={"Authorization": f"Bearer {api_token}"},
+    )
+    assert response.status_code == 409
+    assert response.json()["detail"] == f"job {seeded.job_id} is complete; cannot become cancelled"

@@ -1,0 +1,94 @@
+"""GET /v1/kernels/best against a real migrated database seeded through db.repository."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import TYPE_CHECKING
+
+import pytest
+from fastapi.testclient import TestClient
+
+if TYPE_CHECKING:
+    from conftest import Seeded
+
+BEST = "/v1/kernels/best"
+QUERY = {"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": 48, "n": 64}
+
+
+def test_best_kernel_serves_the_verified_cubin(api_client: TestClient, seeded: Seeded) -> None:
+    response = api_client.get(BEST, params=QUERY)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    cubin = base64.b64decode(body["cubin_b64"], validate=True)
+    assert cubin == seeded.cubin
+    assert body["cubin_sha256"] == hashlib.sha256(cubin).hexdigest()
+    assert body["source"] == seeded.grandchild_source
+    assert body["source_sha256"] == hashlib.sha256(body["source"].encode()).hexdigest()
+    assert (body["path"], body["dtype"], body["gpu"], body["shape_bucket"]) == (
+        "trsm_small",
+        "float64",
+        "nvidia-h200",
+        "m64n64",
+    )
+    assert (body["program_id"], body["program_uid"]) == (seeded.grandchild_id, "grandchild")
+    assert (body["arch"], body["nvrtc_version"]) == ("sm_90", "13.0")
+    assert body["compile_options"] == ["-arch=sm_90", "-std=c++17", "-DKERNEVO_DTYPE=1"]
+    assert body["launch"] == {
+        "kernel": "trsm_small_kernel",
+        "config_kernel": "kernevo_launch_config",
+    }
+    assert body["envelope"] == {"m_max": 64, "n_max": 64, "verified_shapes": [[1, 1], [64, 64]]}
+    assert body["metrics"]["score"] == 2.01
+    assert body["metrics"]["timings"][0]["speedup"] == 2.01
+    assert body["promoted_at"].endswith(("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H200", "nvidia h200", "NVIDIA_H200", "nvidia-h200"])
+def test_gpu_names_are_normalized_to_the_key(
+    api_client: TestClient, seeded: Seeded, gpu: str
+) -> None:
+    response = api_client.get(BEST, params={**QUERY, "gpu": gpu})
+    assert response.status_code == 200, response.text
+    assert response.json()["gpu"] == "nvidia-h200"
+
+
+def test_no_champion_is_404_with_the_key(api_client: TestClient, seeded: Seeded) -> None:
+    response = api_client.get(BEST, params={**QUERY, "dtype": "complex128"})
+    assert response.status_code == 404
+    assert response.json()["detail"] == (
+        "no champion yet for path trsm_small complex128 on nvidia-h200 (shape bucket m64n64)"
+    )
+    other_gpu = api_client.get(BEST, params={**QUERY, "gpu": "NVIDIA H100 80GB HBM3"})
+    assert other_gpu.status_code == 404
+    assert "on nvidia-h100-80gb-hbm3" in other_gpu.json()["detail"]
+
+
+def test_empty_store_is_404(api_client: TestClient) -> None:
+    response = api_client.get(BEST, params=QUERY)
+    assert response.status_code == 404
+    assert "no champion yet for path trsm_small float64" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("params", "detail"),
+    [
+        ({"dtype": "float16"}, "unknown dtype 'float16'"),
+        ({"op": "gemm"}, "unknown op 'gemm'; known ops: trsm"),
+        ({"m": 65}, "no path serves trsm float64 at m=65, n=64"),
+        ({"n": 0}, "no path serves trsm float64 at m=48, n=0"),
+        ({"gpu": "  --  "}, "not a GPU name"),
+    ],
+)
+def test_unservable_requests_are_422_with_detail(
+    api_client: TestClient, seeded: Seeded, params: dict[str, object], detail: str
+) -> None:
+    response = api_client.get(BEST, params={**QUERY, **params})
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+
+
+def test_missing_parameters_are_422(api_client: TestClient) -> None:
+    response = api_client.get(BEST, params={"op": "trsm", "dtype": "float64", "gpu": "x", "m": 4})
+    assert response.status_code == 422
+    assert any(error["loc"] == ["query", "n"] for error in response.json()["detail"])
