@@ -1,0 +1,377 @@
+"""The ``kernevo`` console script: the composition root.
+
+``kernevo evolve`` runs or resumes an evolution job, ``kernevo serve`` the REST service,
+``kernevo best`` asks the service for the champion serving a problem, ``kernevo jobs`` lists
+jobs and their progress. Each subcommand imports what it needs inside itself, so ``import
+kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
+
+Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
+endpoint or service, wrong database URL) print one line on stderr and exit 1; set
+``KERNEVO_DEBUG=1`` to see the traceback too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A one-line error of a subcommand (bad input, service unreachable)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (argparse prints the whole usage by default)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "fix your input or infrastructure", not "kernevo has a bug"."""
+    from evolver.errors import EvolverError
+    from seeds.registry import UnknownOpError, UnknownPathError
+    from seeds.spec import UnknownDtypeError
+
+    found: list[type[BaseException]] = [
+        CliError,
+        EvolverError,
+        UnknownPathError,
+        UnknownOpError,
+        UnknownDtypeError,
+    ]
+    if "db.errors" in sys.modules:
+        found.append(sys.modules["db.errors"].RepositoryError)
+    return tuple(found)
+
+
+# --- evolve ------------------------------------------------------------------------------------
+
+
+def _cmd_evolve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from db.settings import DatabaseSettings
+    from evolver.job_config import load_job_config
+    from evolver.runner import resume_job, start_job
+    from evolver.settings import EvolverSettings
+
+    settings_args: dict[str, Any] = {}
+    if args.work_dir is not None:
+        settings_args["work_dir"] = args.work_dir
+    try:
+        settings = EvolverSettings(**settings_args)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise CliError(f"KERNEVO_{str(first['loc'][0]).upper()}: {first['msg']}") from None
+    database_url = args.database_url or DatabaseSettings().database_url
+    llm = {
+        "base_url": args.llm_base_url,
+        "model": args.llm_model,
+        "api_key_env": args.llm_api_key_env,
+    }
+    overrides: dict[str, Any] = {
+        "path": args.path,
+        "dtype": args.dtype,
+        "iterations": args.iterations,
+        "gpu": args.gpu,
+        "compile_only": True if args.compile_only else None,
+        "checkpoint_interval": args.checkpoint_interval,
+        "islands": args.islands,
+        "population": args.population,
+        "seed": args.seed,
+        "promote_every": args.promote_every,
+    }
+
+    def write(line: str) -> None:
+        print(line, flush=True)
+
+    if args.resume is not None:
+        job_id = None if args.resume == "latest" else _job_id(args.resume)
+        outcome = resume_job(
+            job_id,
+            overrides=overrides,
+            settings=settings,
+            database_url=database_url,
+            write=write,
+        )
+    else:
+        if args.config is None and (args.path is None or args.dtype is None):
+            raise CliError("evolve needs --path and --dtype (or --config FILE naming them)")
+        job = load_job_config(
+            args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
+        )
+        outcome = start_job(job, settings=settings, database_url=database_url, write=write)
+    return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+def _job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(f"--resume takes a job id (an integer), not {text!r}") from None
+    if value < 1:
+        raise CliError(f"--resume takes a job id >= 1, not {value}")
+    return value
+
+
+# --- serve -------------------------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from db.settings import DatabaseSettings
+    from evolver.store import open_store
+
+    url = args.database_url or DatabaseSettings().database_url
+    open_store(url).dispose()  # migrate to the head first: the service never alters the schema
+    uvicorn.run(create_app(url), host=args.host, port=args.port)
+    return 0
+
+
+# --- best --------------------------------------------------------------------------------------
+
+
+def _api_url(given: str | None) -> str:
+    from kernevo.settings import LoaderSettings
+
+    return (given or LoaderSettings().api_url).rstrip("/")
+
+
+def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
+    """GET ``url`` and decode JSON; any failure becomes a one-line ``CliError``."""
+    import httpx
+
+    try:
+        response = httpx.get(url, params=params, timeout=10.0)
+    except httpx.HTTPError as error:
+        raise CliError(
+            f"service at {url} is unreachable ({type(error).__name__}: {error})"
+        ) from None
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise CliError(f"{response.status_code} from {url}: {_one_line(Exception(detail))}")
+    try:
+        return response.json()
+    except ValueError:
+        raise CliError(f"service at {url} answered with something that is not JSON") from None
+
+
+def _cmd_best(args: argparse.Namespace) -> int:
+    from seeds.hardware import normalize_gpu_name
+
+    gpu = args.gpu
+    if gpu is None:
+        from evolver.gpu import query_gpu
+
+        gpu = query_gpu(args.device).key
+    try:
+        gpu_key = normalize_gpu_name(gpu)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    base = _api_url(args.api_url)
+    params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, "m": args.m, "n": args.n}
+    kernel = _get_json(f"{base}/v1/kernels/best", params)
+    metrics = kernel.get("metrics", {})
+    envelope = kernel.get("envelope", {})
+    lines = [
+        f"{args.op} {args.dtype} m={args.m} n={args.n} on {gpu_key}: path {kernel['path']}, "
+        f"shape bucket {kernel['shape_bucket']}",
+        f"program {kernel['program_id']} ({kernel.get('program_uid', '?')}), promoted "
+        f"{kernel['promoted_at']}",
+        f"score {metrics.get('score', 0.0):.3f} (geometric-mean speedup over the vendor library)",
+    ]
+    for timing in metrics.get("timings", []):
+        cand, base_us = timing.get("candidate_us", 0.0), timing.get("baseline_us", 0.0)
+        speedup = base_us / cand if cand else 0.0
+        lines.append(
+            f"  m={timing['m']} n={timing['n']}: {cand:.2f} us vs {base_us:.2f} us ({speedup:.2f}x)"
+        )
+    lines += [
+        f"cubin {kernel['arch']} sha256 {kernel['cubin_sha256']}, NVRTC "
+        f"{kernel.get('nvrtc_version')}, {len(kernel.get('cubin_b64', '')) * 3 // 4} bytes",
+        f"launch {kernel['launch']['kernel']} (geometry from {kernel['launch']['config_kernel']})",
+        f"envelope m <= {envelope.get('m_max')}, n <= {envelope.get('n_max')}, "
+        f"{len(envelope.get('verified_shapes', []))} verified shapes",
+        f"compile options: {' '.join(kernel.get('compile_options', []))}",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str, Any]]:
+    from db import repository
+    from db.session import session_scope
+    from evolver.store import open_store
+
+    engine = open_store(url)
+    try:
+        with session_scope(engine) as s:
+            jobs = repository.list_jobs(s, state=state, limit=limit)
+            counts = repository.count_programs(s, (j.id for j in jobs))
+            return [
+                {
+                    "id": j.id,
+                    "path": j.path,
+                    "dtype": j.dtype,
+                    "gpu": j.gpu_key,
+                    "state": j.state,
+                    "iteration": j.iteration,
+                    "config": j.config,
+                    "best_score": j.best_score,
+                    "best_speedup": j.best_speedup,
+                    "last_failure_kind": j.last_failure_kind,
+                    "programs": counts[j.id],
+                    "backend": j.backend,
+                    "model": j.model,
+                    "heartbeat_at": j.heartbeat_at.isoformat() if j.heartbeat_at else None,
+                }
+                for j in jobs
+            ]
+    finally:
+        engine.dispose()
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    if args.api_url:
+        params: dict[str, Any] = {"limit": args.limit}
+        if args.state:
+            params["state"] = args.state
+        rows = _get_json(f"{args.api_url.rstrip('/')}/v1/jobs", params)
+    else:
+        from db.settings import DatabaseSettings
+
+        url = args.database_url or DatabaseSettings().database_url
+        rows = _job_rows_from_db(url, args.state, args.limit)
+    if not rows:
+        print("no jobs")
+        return 0
+    header = (
+        f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'iter':>9}  "
+        f"{'best':>6} {'spd64':>6}  {'progs':>5}  {'last failure':<14} backend/model"
+    )
+    print(header)
+    for row in rows:
+        total = (row.get("config") or {}).get("iterations", "?")
+        best = row.get("best_score")
+        speedup = row.get("best_speedup")
+        print(
+            f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
+            f"{row['state']:<9} {str(row['iteration']) + '/' + str(total):>9}  "
+            f"{(f'{best:.3f}' if best is not None else '-'):>6} "
+            f"{(f'{speedup:.2f}x' if speedup is not None else '-'):>6}  "
+            f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
+            f"{row.get('backend')}/{row.get('model') or '-'}"
+        )
+    return 0
+
+
+# --- parser ------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    evolve = commands.add_parser("evolve", help="run or resume an evolution job")
+    evolve.add_argument("--path", help="algorithmic path, e.g. trsm_small")
+    evolve.add_argument("--dtype", help="float32 | float64 | complex64 | complex128")
+    evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
+    evolve.add_argument("--iterations", type=int, help="total iterations (default 60)")
+    evolve.add_argument("--gpu", type=int, help="CUDA device index (default KERNEVO_GPU or 0)")
+    evolve.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="JOB_ID",
+        help="continue a job from its last checkpoint; without an id, the newest unfinished "
+        "job of --path and --dtype",
+    )
+    evolve.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="run without a GPU: evaluations stop after compiling and score 0 (tests, CI)",
+    )
+    evolve.add_argument("--checkpoint-interval", type=int)
+    evolve.add_argument("--islands", type=int)
+    evolve.add_argument("--population", type=int)
+    evolve.add_argument("--seed", type=int)
+    evolve.add_argument("--promote-every", type=int)
+    evolve.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: offline)")
+    evolve.add_argument("--llm-model")
+    evolve.add_argument("--llm-api-key-env", help="name of the variable holding the API key")
+    evolve.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    evolve.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
+    evolve.set_defaults(func=_cmd_evolve)
+
+    serve = commands.add_parser("serve", help="run the REST service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    serve.set_defaults(func=_cmd_serve)
+
+    best = commands.add_parser("best", help="the champion kernel serving a problem")
+    best.add_argument("--op", default="trsm")
+    best.add_argument("--dtype", required=True)
+    best.add_argument("--m", type=int, required=True)
+    best.add_argument("--n", type=int, required=True)
+    best.add_argument("--gpu", help="GPU name or key (default: this machine's GPU)")
+    best.add_argument("--device", type=int, default=0, help="device asked when --gpu is unset")
+    best.add_argument("--api-url", help="default KERNEVO_API_URL")
+    best.set_defaults(func=_cmd_best)
+
+    jobs = commands.add_parser("jobs", help="jobs and their progress")
+    jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
+    jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--api-url", help="ask the service instead of the database")
+    jobs.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    jobs.set_defaults(func=_cmd_jobs)
+    return parser
+
+
+def _path_arg(text: str) -> Any:
+    from pathlib import Path
+
+    return Path(text).expanduser()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernevo`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("kernevo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:
+        if not isinstance(error, _user_error_types()):
+            raise
+        if os.environ.get("KERNEVO_DEBUG"):
+            traceback.print_exc()
+        print(f"kernevo: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

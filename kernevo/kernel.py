@@ -1,0 +1,104 @@
+"""Turning a verified champion into a launchable kernel on this device.
+
+The cubin the service verified is loaded as is. Only when the champion was built for another
+architecture than this device's is its source recompiled (``evaluator.compile.compile_cubin``,
+the one part of the evaluator the loader may use), with the same options and ``-arch``
+replaced. The kernel is launched through its path's driver in ``seeds``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kernevo.client import ChampionKernel
+from seeds import registry
+
+
+class KernelDriver(Protocol):
+    """What the loader needs from a path driver (e.g. ``seeds.trsm_small.driver``).
+
+    ``solve(a, b, stream)`` solves in place in ``b`` on ``stream`` (``None``: CuPy's current
+    stream), validating the launch geometry and raising before it writes ``b``.
+    """
+
+    def solve(self, a: Any, b: Any, stream: Any = None) -> Any: ...
+
+
+DriverFactory = Callable[[str, bytes, str], KernelDriver]
+"""``(path_id, cubin, dtype) -> driver``: loads the cubin in the current CUDA context."""
+
+CompileFn = Callable[[str, list[str], str], bytes]
+"""``(source, options, arch) -> cubin``."""
+
+# path id → (module, class) of its driver; imported only when a kernel is first launched.
+_DRIVERS: dict[str, tuple[str, str]] = {
+    "trsm_small": ("seeds.trsm_small.driver", "TrsmSmallDriver"),
+}
+
+
+def path_driver(path_id: str, cubin: bytes, dtype: str) -> KernelDriver:
+    """The driver of ``path_id`` over ``cubin`` for ``dtype`` (the default driver factory).
+
+    Raises:
+        LookupError: the loader knows no driver for ``path_id``.
+        Exception: whatever the driver raises while loading the module.
+    """
+    try:
+        module_name, class_name = _DRIVERS[path_id]
+    except KeyError:
+        raise LookupError(f"no driver for path {path_id!r}") from None
+    driver_class = getattr(importlib.import_module(module_name), class_name)
+    return driver_class(cubin, dtype)
+
+
+def retarget_options(options: tuple[str, ...] | list[str], arch: str) -> list[str]:
+    """``options`` with every ``-arch=…``/``--gpu-architecture=…`` replaced by ``-arch=<arch>``.
+
+    ``("-arch=sm_80", "-std=c++17")`` → ``["-arch=sm_90", "-std=c++17"]`` for ``"sm_90"``;
+    ``-arch=<arch>`` is added first when no option names an architecture.
+    """
+    prefixes = ("-arch=", "--gpu-architecture=")
+    kept = [option for option in options if not option.startswith(prefixes)]
+    return [f"-arch={arch}", *kept]
+
+
+def compile_for_arch(source: str, options: list[str], arch: str) -> bytes:
+    """Compile ``source`` to a cubin for ``arch`` with NVRTC (the default compile function).
+
+    Raises:
+        RuntimeError: NVRTC produced no cubin (the message carries the start of the log).
+    """
+    from evaluator.compile import compile_cubin
+
+    result = compile_cubin(source, options, arch)
+    if not result.ok or not result.cubin:
+        raise RuntimeError(f"recompiling for {arch} failed: {result.log[:500]}")
+    return bytes(result.cubin)
+
+
+def build_driver(
+    champion: ChampionKernel,
+    arch: str,
+    *,
+    driver_factory: DriverFactory = path_driver,
+    compile_fn: CompileFn = compile_for_arch,
+) -> KernelDriver:
+    """A driver for ``champion`` on a device of ``arch`` (e.g. ``"sm_90"``).
+
+    Raises:
+        ValueError: the champion's kernel names are not the ones its path declares.
+        Exception: recompiling or loading the module failed (the caller falls back to cuBLAS).
+    """
+    spec = registry.get_path(champion.path)
+    names = (champion.kernel_name, champion.config_kernel_name)
+    if names != (spec.kernel_name, spec.config_kernel_name):
+        raise ValueError(
+            f"champion launches {names}, path {spec.path_id} declares "
+            f"{(spec.kernel_name, spec.config_kernel_name)}"
+        )
+    cubin = champion.cubin
+    if champion.arch != arch:
+        cubin = compile_fn(champion.source, retarget_options(champion.compile_options, arch), arch)
+    return driver_factory(champion.path, cubin, champion.dtype)
