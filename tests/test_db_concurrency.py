@@ -106,22 +106,43 @@ def test_concurrent_promotions_keep_one_champion_and_every_history_row(
     cubin = b"\x7fELF raced"
     with session_scope(engine) as s:
         program, _ = repo.record_program(
-            s, job_id=job_id, uid="p", source=SOURCE, parent_uid=None, island=0, generation=0,
-            iteration=0, diff=None, backend="offline", model=None,
-        )  # fmt: skip
+            s,
+            job_id=job_id,
+            uid="p",
+            source=SOURCE,
+            parent_uid=None,
+            island=0,
+            generation=0,
+            iteration=0,
+            diff=None,
+            backend="offline",
+            model=None,
+        )
         evaluation_id = repo.record_evaluation(
-            s, program_id=program.id, report_json=report_json(2.0, cubin=cubin),
-            gpu_key=H200, gpu_name="NVIDIA H200", arch="sm_90", driver_version="580.65",
-            nvrtc_version="13.0", score=2.0, state="verified", error_kind=None,
-        ).id  # fmt: skip
+            s,
+            program_id=program.id,
+            report_json=report_json(2.0, cubin=cubin),
+            gpu_key=H200,
+            gpu_name="NVIDIA H200",
+            arch="sm_90",
+            driver_version="580.65",
+            nvrtc_version="13.0",
+            score=2.0,
+            state="verified",
+            error_kind=None,
+        ).id
 
     def promote() -> int:
         with session_scope(engine) as s:
             return repo.promote_champion(
-                s, evaluation_id=evaluation_id, **KEY, cubin=cubin,
+                s,
+                evaluation_id=evaluation_id,
+                **KEY,
+                cubin=cubin,
                 launch={"kernel": "trsm_small_kernel", "config_kernel": "kernevo_launch_config"},
-                envelope={"m_max": 64, "n_max": 64}, compile_options=["-arch=sm_90"],
-            ).id  # fmt: skip
+                envelope={"m_max": 64, "n_max": 64},
+                compile_options=["-arch=sm_90"],
+            ).id
 
     champion_ids = _race(promote)
     assert len(set(champion_ids)) == 1
@@ -163,9 +184,15 @@ def test_concurrent_progress_and_cancel_never_resurrect_a_cancelled_job(engine: 
 def test_session_scope_rolls_back_when_the_block_raises(engine: Engine) -> None:
     with pytest.raises(RuntimeError, match="boom"), session_scope(engine) as s:
         repo.create_job(
-            s, path="trsm_small", dtype="float64", gpu=H200, shape_bucket="m64n64", config={},
-            backend="offline", model=None,
-        )  # fmt: skip
+            s,
+            path="trsm_small",
+            dtype="float64",
+            gpu=H200,
+            shape_bucket="m64n64",
+            config={},
+            backend="offline",
+            model=None,
+        )
         raise RuntimeError("boom")
     with session_scope(engine) as s:
         assert s.scalar(select(func.count()).select_from(Job)) == 0

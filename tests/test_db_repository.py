@@ -285,14 +285,20 @@ def test_record_evaluation_validates(db_session: Session, report_json: Callable[
         repo.record_evaluation(db_session, state="failed", error_kind=None, **common, **VERSIONS)
     with pytest.raises(repo.InvalidValueError, match="JSON object"):
         repo.record_evaluation(
-            db_session, **{**common, "report_json": "[1, 2]"}, state="scored", error_kind=None,
+            db_session,
+            **{**common, "report_json": "[1, 2]"},
+            state="scored",
+            error_kind=None,
             **VERSIONS,
-        )  # fmt: skip
+        )
     with pytest.raises(repo.NotFoundError, match="program 999999 not found"):
         repo.record_evaluation(
-            db_session, **{**common, "program_id": 999_999}, state="scored", error_kind=None,
+            db_session,
+            **{**common, "program_id": 999_999},
+            state="scored",
+            error_kind=None,
             **VERSIONS,
-        )  # fmt: skip
+        )
 
 
 def test_non_finite_numbers_in_a_report_are_stored_as_strings(db_session: Session) -> None:
@@ -301,17 +307,29 @@ def test_non_finite_numbers_in_a_report_are_stored_as_strings(db_session: Sessio
     report = '{"status": "wrong", "failure": {"check": "residual", "value": NaN, "bound": 30.0},'
     report += ' "timings": [{"speedup": Infinity}, {"speedup": -Infinity}]}'
     ev = repo.record_evaluation(
-        db_session, program_id=program.id, report_json=report, score=0.0, state="failed",
-        error_kind="wrong", **GPU, **VERSIONS,
-    )  # fmt: skip
+        db_session,
+        program_id=program.id,
+        report_json=report,
+        score=0.0,
+        state="failed",
+        error_kind="wrong",
+        **GPU,
+        **VERSIONS,
+    )
     db_session.expire(ev)
     assert ev.report["failure"] == {"check": "residual", "value": "NaN", "bound": 30.0}
     assert [t["speedup"] for t in ev.report["timings"]] == ["Infinity", "-Infinity"]
     with pytest.raises(repo.InvalidValueError, match="score must be a finite number"):
         repo.record_evaluation(
-            db_session, program_id=program.id, report_json="{}", score=float("nan"),
-            state="scored", error_kind=None, **GPU, **VERSIONS,
-        )  # fmt: skip
+            db_session,
+            program_id=program.id,
+            report_json="{}",
+            score=float("nan"),
+            state="scored",
+            error_kind=None,
+            **GPU,
+            **VERSIONS,
+        )
     with pytest.raises(repo.InvalidValueError, match="best_speedup must be a finite number"):
         repo.update_job_progress(db_session, program.job_id, best_speedup=float("inf"))
 
@@ -408,7 +426,12 @@ def test_promote_refuses_mismatched_key_or_cubin(
         _promote(db_session, ev, cubin, envelope={"n_max": 64})
     with pytest.raises(repo.NotFoundError, match="evaluation 999999 not found"):
         repo.promote_champion(
-            db_session, evaluation_id=999_999, **KEY, cubin=cubin, launch=LAUNCH,
-            envelope={"m_max": 64, "n_max": 64}, compile_options=OPTIONS,
-        )  # fmt: skip
+            db_session,
+            evaluation_id=999_999,
+            **KEY,
+            cubin=cubin,
+            launch=LAUNCH,
+            envelope={"m_max": 64, "n_max": 64},
+            compile_options=OPTIONS,
+        )
     assert repo.best_champion(db_session, **KEY) is None

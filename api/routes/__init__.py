@@ -1,1 +1,1 @@
-
+"""One router per resource: health, kernels, programs, jobs."""

@@ -1,0 +1,62 @@
+"""The FastAPI application factory.
+
+Run it with ``kernevo serve`` (which migrates first) or
+``uvicorn --factory api.app:create_app`` on an already migrated database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.routes import health, jobs, kernels, programs
+from api.settings import ApiSettings
+from db.session import make_engine
+from db.settings import DatabaseSettings
+
+
+def _version() -> str:
+    try:
+        return version("kernevo")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(database_url: str | None = None) -> FastAPI:
+    """The kernevo service on the database at ``database_url`` (default
+    ``KERNEVO_DATABASE_URL``, see ``db.settings``).
+
+    It never creates or alters tables: the database must already be at the Alembic head
+    (``db.migrate.upgrade(url)``, which ``kernevo serve`` runs first), so starting the service
+    has no side effects on the schema; a missing table shows up as a 500 on the first query and
+    ``/healthz`` reports ``schema_revision`` beside ``schema_head``. ``KERNEVO_API_TOKEN`` is read
+    once here: unset, every write is refused with 401. The engine is disposed on shutdown.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``database_url`` is not a valid SQLAlchemy URL.
+        pydantic.ValidationError: the ``KERNEVO_`` environment holds an invalid value.
+    """
+    url = database_url if database_url is not None else DatabaseSettings().database_url
+    engine = make_engine(url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="kernevo",
+        version=_version(),
+        summary="Verified CUDA kernels from LLM-driven evolution, and their lineage.",
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.settings = ApiSettings()
+    install_error_handlers(app)
+    for module in (health, kernels, programs, jobs):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,195 @@
+"""Response and request bodies of the REST API, kept apart from the ORM models.
+
+Times are ISO 8601 in UTC; scores are combined scores (geometric-mean speedup over the vendor
+library, 0 when a check failed); shapes are ``[m, n]``.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from db.models import Champion, Evaluation, Job, Program
+
+
+class Health(BaseModel):
+    """Liveness and the database's schema revision."""
+
+    status: Literal["ok"]
+    database: Literal["ok"]
+    schema_revision: str | None
+    schema_head: str | None
+
+
+class EvaluationOut(BaseModel):
+    """One evaluation of a program on one GPU, with the evaluator's full report."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    program_id: int
+    gpu_key: str
+    gpu_name: str
+    arch: str
+    driver_version: str | None
+    nvrtc_version: str | None
+    score: float
+    state: Literal["scored", "failed", "verified"]
+    error_kind: str | None
+    report: dict[str, Any]
+    created_at: datetime
+
+
+class ProgramSummary(BaseModel):
+    """A program without its source: what a lineage listing shows per step."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    uid: str
+    job_id: int
+    parent_id: int | None
+    island: int
+    generation: int
+    iteration: int
+    source_sha256: str
+    diff: str | None
+    backend: str | None
+    model: str | None
+    created_at: datetime
+
+
+class ProgramDetail(ProgramSummary):
+    """A program with its source and every evaluation of it, oldest first."""
+
+    source: str
+    evaluations: list[EvaluationOut]
+
+    @classmethod
+    def from_program(cls, program: Program, evaluations: list[Evaluation]) -> ProgramDetail:
+        """Build from the ORM row and its evaluations."""
+        summary = ProgramSummary.model_validate(program)
+        return cls(
+            **summary.model_dump(),
+            source=program.source,
+            evaluations=[EvaluationOut.model_validate(e) for e in evaluations],
+        )
+
+
+class JobOut(BaseModel):
+    """A job and its progress: state, iteration, best scores, heartbeat, programs recorded."""
+
+    id: int
+    path: str
+    dtype: str
+    gpu: str
+    shape_bucket: str
+    backend: str
+    model: str | None
+    config: dict[str, Any]
+    state: Literal["waiting", "running", "complete", "failed", "cancelled"]
+    iteration: int
+    best_score: float | None
+    best_speedup: float | None
+    last_failure_kind: str | None
+    programs: int
+    heartbeat_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def from_job(cls, job: Job, programs: int) -> JobOut:
+        """Build from the ORM row and its number of recorded programs."""
+        return cls(
+            id=job.id,
+            path=job.path,
+            dtype=job.dtype,
+            gpu=job.gpu_key,
+            shape_bucket=job.shape_bucket,
+            backend=job.backend,
+            model=job.model,
+            config=job.config,
+            state=job.state,  # type: ignore[arg-type]
+            iteration=job.iteration,
+            best_score=job.best_score,
+            best_speedup=job.best_speedup,
+            last_failure_kind=job.last_failure_kind,
+            programs=programs,
+            heartbeat_at=job.heartbeat_at,
+            created_at=job.created_at,
+        )
+
+
+class JobPatch(BaseModel):
+    """``PATCH /v1/jobs/{id}`` body: the only change a client may make is to cancel."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["cancelled"]
+
+
+class Launch(BaseModel):
+    """Kernel names the path's driver launches: the solve kernel and the geometry kernel."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kernel: str
+    config_kernel: str
+
+
+class Envelope(BaseModel):
+    """Shapes the champion was verified for: the loader dispatches only inside them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    m_max: int
+    n_max: int
+    verified_shapes: list[tuple[int, int]]
+
+
+class KernelOut(BaseModel):
+    """The verified champion kernel serving one problem: cubin (base64) and everything needed to
+    check and launch it."""
+
+    path: str
+    dtype: str
+    gpu: str
+    shape_bucket: str
+    program_id: int
+    program_uid: str
+    arch: str
+    nvrtc_version: str | None
+    cubin_b64: str
+    cubin_sha256: str
+    source: str
+    source_sha256: str
+    compile_options: list[str]
+    launch: Launch
+    envelope: Envelope
+    metrics: dict[str, Any]
+    promoted_at: datetime
+
+    @classmethod
+    def from_champion(cls, champion: Champion, program: Program) -> KernelOut:
+        """Build from the champion row and its program."""
+        return cls(
+            path=champion.path,
+            dtype=champion.dtype,
+            gpu=champion.gpu_key,
+            shape_bucket=champion.shape_bucket,
+            program_id=program.id,
+            program_uid=program.uid,
+            arch=champion.arch,
+            nvrtc_version=champion.nvrtc_version,
+            cubin_b64=base64.b64encode(champion.cubin).decode("ascii"),
+            cubin_sha256=champion.cubin_sha256,
+            source=program.source,
+            source_sha256=program.source_sha256,
+            compile_options=champion.compile_options,
+            launch=Launch.model_validate(champion.launch),
+            envelope=Envelope.model_validate(champion.envelope),
+            metrics=champion.metrics,
+            promoted_at=champion.promoted_at,
+        )

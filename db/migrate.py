@@ -1,0 +1,79 @@
+"""Apply the Alembic migrations in ``db/migrations`` programmatically, from any working directory.
+
+Alembic owns the schema: nothing calls ``metadata.create_all``. The command line works too:
+``alembic -c db/alembic.ini upgrade head`` (URL from ``KERNEVO_DATABASE_URL``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+
+from db.session import make_engine
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+ALEMBIC_INI = PACKAGE_DIR / "alembic.ini"
+MIGRATIONS_DIR = PACKAGE_DIR / "migrations"
+
+
+def alembic_config() -> Config:
+    """Alembic's configuration for this package, located through the package path."""
+    config = Config(str(ALEMBIC_INI))
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def _run(url: str, revision: str, *, up: bool) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            config = alembic_config()
+            # env.py migrates on this connection and leaves logging alone.
+            config.attributes["connection"] = connection
+            if up:
+                command.upgrade(config, revision)
+            else:
+                command.downgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` up to ``revision`` (default: the newest), in one
+    transaction on both SQLite and PostgreSQL.
+
+    Raises:
+        sqlalchemy.exc.OperationalError: the database cannot be reached.
+        alembic.util.CommandError: ``revision`` is unknown.
+    """
+    _run(url, revision, up=True)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Migrate the database at ``url`` down to ``revision`` (``"base"`` drops every table).
+
+    Raises:
+        sqlalchemy.exc.OperationalError: the database cannot be reached.
+        alembic.util.CommandError: ``revision`` is unknown.
+    """
+    _run(url, revision, up=False)
+
+
+def current_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at; ``None`` when it was never migrated."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision() -> str | None:
+    """The newest revision shipped in ``db/migrations``."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()

@@ -1,0 +1,167 @@
+"""The lineage store's tables: jobs, programs, evaluations, champions and their promotions.
+
+Programs and evaluations describe finished things and never change after they are written
+(enforced by a ``before_update`` hook); jobs carry an explicit state machine (``db.states``) and a
+heartbeat taken from the database clock; a champion row is replaced in place on promotion and every
+promotion is kept in ``champion_promotion``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+    func,
+)
+from sqlalchemy.orm import Mapped, Mapper, mapped_column, object_session, relationship
+
+from db.base import Base
+from db.columns import JSONDocument, UTCDateTime
+from db.states import EvaluationState, JobState
+
+_JOB_STATES = ", ".join(f"'{s.value}'" for s in JobState)
+_EVALUATION_STATES = ", ".join(f"'{s.value}'" for s in EvaluationState)
+
+
+class ImmutableRowError(RuntimeError):
+    """An attempt to change a program or evaluation row after it was written."""
+
+
+class Job(Base):
+    """One evolution run of one path in one dtype on one GPU model and shape bucket."""
+
+    __tablename__ = "job"
+    __table_args__ = (CheckConstraint(f"state IN ({_JOB_STATES})", name="state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(64))
+    dtype: Mapped[str] = mapped_column(String(16))
+    gpu_key: Mapped[str] = mapped_column(String(128))
+    shape_bucket: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    backend: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    state: Mapped[str] = mapped_column(String(16), server_default=JobState.WAITING.value)
+    iteration: Mapped[int] = mapped_column(Integer, server_default="0")
+    best_score: Mapped[float | None] = mapped_column(Float)
+    best_speedup: Mapped[float | None] = mapped_column(Float)
+    last_failure_kind: Mapped[str | None] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+
+    programs: Mapped[list[Program]] = relationship(back_populates="job", order_by="Program.id")
+
+
+class Program(Base):
+    """One candidate kernel source, as OpenEvolve produced it (immutable)."""
+
+    __tablename__ = "program"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uid: Mapped[str] = mapped_column(String(128), unique=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("job.id"), index=True)
+    source: Mapped[str] = mapped_column(Text)
+    source_sha256: Mapped[str] = mapped_column(String(64), index=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("program.id"), index=True)
+    island: Mapped[int] = mapped_column(Integer)
+    generation: Mapped[int] = mapped_column(Integer)
+    iteration: Mapped[int] = mapped_column(Integer)
+    diff: Mapped[str | None] = mapped_column(Text)
+    backend: Mapped[str | None] = mapped_column(String(64))
+    model: Mapped[str | None] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+
+    job: Mapped[Job] = relationship(back_populates="programs")
+    parent: Mapped[Program | None] = relationship(remote_side=[id])
+    evaluations: Mapped[list[Evaluation]] = relationship(
+        back_populates="program", order_by="Evaluation.id"
+    )
+
+
+class Evaluation(Base):
+    """One evaluation of a program on one GPU; ``report`` is the evaluator's full report."""
+
+    __tablename__ = "evaluation"
+    __table_args__ = (CheckConstraint(f"state IN ({_EVALUATION_STATES})", name="state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    program_id: Mapped[int] = mapped_column(ForeignKey("program.id"), index=True)
+    gpu_key: Mapped[str] = mapped_column(String(128))
+    gpu_name: Mapped[str] = mapped_column(String(256))
+    arch: Mapped[str] = mapped_column(String(16))
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    nvrtc_version: Mapped[str | None] = mapped_column(String(64))
+    score: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16))
+    error_kind: Mapped[str | None] = mapped_column(String(64))
+    report: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+
+    program: Mapped[Program] = relationship(back_populates="evaluations")
+
+
+class Champion(Base):
+    """The best verified kernel for one key (path, dtype, GPU key, shape bucket)."""
+
+    __tablename__ = "champion"
+    __table_args__ = (UniqueConstraint("path", "dtype", "gpu_key", "shape_bucket"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(64))
+    dtype: Mapped[str] = mapped_column(String(16))
+    gpu_key: Mapped[str] = mapped_column(String(128))
+    shape_bucket: Mapped[str] = mapped_column(String(64))
+    program_id: Mapped[int] = mapped_column(ForeignKey("program.id"))
+    evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluation.id"))
+    cubin: Mapped[bytes] = mapped_column(LargeBinary)
+    cubin_sha256: Mapped[str] = mapped_column(String(64))
+    arch: Mapped[str] = mapped_column(String(16))
+    nvrtc_version: Mapped[str | None] = mapped_column(String(64))
+    compile_options: Mapped[list[str]] = mapped_column(JSONDocument)
+    launch: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    envelope: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+
+    program: Mapped[Program] = relationship()
+    evaluation: Mapped[Evaluation] = relationship()
+
+
+class ChampionPromotion(Base):
+    """History: one row per promotion of a program to champion of a key."""
+
+    __tablename__ = "champion_promotion"
+    __table_args__ = (
+        Index("ix_champion_promotion_key", "path", "dtype", "gpu_key", "shape_bucket"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    path: Mapped[str] = mapped_column(String(64))
+    dtype: Mapped[str] = mapped_column(String(16))
+    gpu_key: Mapped[str] = mapped_column(String(128))
+    shape_bucket: Mapped[str] = mapped_column(String(64))
+    program_id: Mapped[int] = mapped_column(ForeignKey("program.id"))
+    evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluation.id"))
+    cubin_sha256: Mapped[str] = mapped_column(String(64))
+    score: Mapped[float] = mapped_column(Float)
+    promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+
+
+@event.listens_for(Program, "before_update")
+@event.listens_for(Evaluation, "before_update")
+def _refuse_update(mapper: Mapper[Any], connection: Any, target: Program | Evaluation) -> None:
+    """Programs and finished evaluations are immutable; a column change is our own bug."""
+    session = object_session(target)
+    if session is not None and session.is_modified(target, include_collections=False):
+        raise ImmutableRowError(f"{type(target).__name__} {target.id} is immutable")

@@ -1,0 +1,45 @@
+"""The explicit states of jobs and evaluations, and which job state changes are allowed."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Life cycle of an evolution job: WAITING → RUNNING → COMPLETE / FAILED / CANCELLED."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class EvaluationState(StrEnum):
+    """Outcome of one evaluation: scored (passed checks, timed), failed, or verified (passed the
+    champion checks: held-out shapes, determinism, compute-sanitizer)."""
+
+    SCORED = "scored"
+    FAILED = "failed"
+    VERIFIED = "verified"
+
+
+# A job may stay in its state (progress updates, a repeated cancel). FAILED → RUNNING is a resume
+# from checkpoint after a crash; COMPLETE and CANCELLED are final, so a worker that keeps writing
+# progress cannot undo a cancel.
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.WAITING: frozenset(
+        {JobState.WAITING, JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.RUNNING: frozenset(
+        {JobState.RUNNING, JobState.COMPLETE, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.FAILED: frozenset({JobState.FAILED, JobState.RUNNING, JobState.CANCELLED}),
+    JobState.COMPLETE: frozenset({JobState.COMPLETE}),
+    JobState.CANCELLED: frozenset({JobState.CANCELLED}),
+}
+
+
+def job_transition_allowed(current: JobState, new: JobState) -> bool:
+    """Whether a job in ``current`` may move to ``new`` (see ``JOB_TRANSITIONS``)."""
+    return new in JOB_TRANSITIONS[current]

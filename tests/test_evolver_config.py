@@ -1,0 +1,118 @@
+"""The job configuration refuses what it does not know, and the OpenEvolve config it builds
+avoids the pitfalls DESIGN.md lists (language, artifacts, timeouts, feature dimensions)."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+
+from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
+from evaluator.report import CheckFailure, EvaluationReport
+from evolver.errors import JobConfigError
+from evolver.job_config import JobConfig, LLMSection, load_job_config, validate_job_config
+from evolver.llm import LLMBackend, model_configs
+from evolver.offline_mutator import make_offline_mutator
+from evolver.openevolve_config import FEATURE_DIMENSIONS, build_config
+
+
+def _error(data: dict, tmp_path: Path | None = None) -> str:
+    with pytest.raises(JobConfigError) as caught:
+        validate_job_config(data)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_misspelt_top_level_key_is_one_line_with_a_suggestion() -> None:
+    message = _error({"path": "trsm_small", "dtype": "float64", "iteratons": 10})
+    assert message == "job config: unknown key 'iteratons'; did you mean 'iterations'?"
+
+
+def test_misspelt_llm_key_names_the_section() -> None:
+    message = _error({"path": "trsm_small", "dtype": "float64", "llm": {"modle": "x"}})
+    assert "unknown key 'llm.modle'" in message
+    assert "did you mean 'model'?" in message
+
+
+def test_misspelt_key_in_a_yaml_file_names_the_file(tmp_path: Path) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("path: trsm_small\ndtype: float64\ncheckpoint_intervall: 3\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_config(job_file, {})
+    assert str(caught.value) == (
+        f"{job_file}: unknown key 'checkpoint_intervall'; did you mean 'checkpoint_interval'?"
+    )
+
+
+def test_unknown_path_and_dtype_and_range_errors_are_one_line() -> None:
+    assert "unknown path 'trsm_huge'" in _error({"path": "trsm_huge", "dtype": "float64"})
+    assert "unknown dtype 'float16'" in _error({"path": "trsm_small", "dtype": "float16"})
+    message = _error({"path": "trsm_small", "dtype": "float64", "iterations": 0})
+    assert message.startswith("job config: iterations:")
+    assert _error({"dtype": "float64"}) == "job config: missing required key 'path'"
+
+
+def test_overrides_win_over_the_file_and_defaults_fill_gaps(tmp_path: Path) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("path: trsm_small\ndtype: float64\niterations: 7\nllm: {model: a}\n")
+    job = load_job_config(
+        job_file,
+        {"iterations": 9, "seed": None, "llm": {"model": None, "base_url": "http://h/v1"}},
+        defaults={"gpu": 3},
+    )
+    assert (job.iterations, job.seed, job.gpu) == (9, 42, 3)
+    assert (job.llm.model, job.llm.base_url) == ("a", "http://h/v1")
+
+
+def _config(tmp_path: Path, backend: LLMBackend | None = None):
+    job = JobConfig(path="trsm_small", dtype="float64", compile_only=True)
+    backend = backend or LLMBackend(kind="offline", model="offline-mutator")
+    return build_config(
+        job,
+        models=model_configs(backend, LLMSection()),
+        system_message="system",
+        template_dir=tmp_path / "prompts",
+        output_dir=tmp_path / "out",
+    )
+
+
+def test_openevolve_config_avoids_the_known_pitfalls(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert (config.language, config.file_suffix) == ("cuda", ".cu")
+    assert config.diff_based_evolution and config.full_rewrite_probability == 0.0
+    assert config.enforce_evolve_blocks
+    assert config.database.max_snapshot_artifacts is None
+    assert config.prompt.artifact_security_filter is False
+    assert config.evaluator.parallel_evaluations == 1
+    assert config.evolution_trace.enabled and config.evolution_trace.include_failures
+    # Our evaluator's hard timeouts (worker start, quick check, full check) must fire first.
+    assert config.evaluator.timeout > QUICK_TIMEOUT_S * 2 + FULL_TIMEOUT_S
+    # A spawned pool (max_tasks_per_child) needs a picklable init_client.
+    assert config.max_tasks_per_child is not None
+    factory = config.llm.models[0].init_client
+    assert pickle.loads(pickle.dumps(factory)) is make_offline_mutator
+
+
+def test_feature_dimensions_are_numeric_even_for_a_failed_candidate(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert list(config.database.feature_dimensions) == list(FEATURE_DIMENSIONS)
+    failed = EvaluationReport("trsm_small", "float64").fail(
+        "compile_error", CheckFailure("compile", detail="error: expected ';'")
+    )
+    for report in (failed, EvaluationReport("trsm_small", "float64")):
+        metrics = report.metrics()
+        for dim in FEATURE_DIMENSIONS:
+            assert isinstance(metrics[dim], float) and math.isfinite(metrics[dim])
+
+
+def test_openai_backend_uses_openevolves_client_with_the_key_from_the_named_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    backend = LLMBackend("openai-compatible", "m1", "http://127.0.0.1:9/v1", "MY_KEY")
+    model = _config(tmp_path, backend).llm.models[0]
+    assert model.init_client is None
+    assert (model.name, model.api_base, model.api_key) == ("m1", "http://127.0.0.1:9/v1", "sk-test")
