@@ -100,6 +100,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     if args.resume is not None:
+        if args.config is not None:
+            raise CliError("--config cannot be combined with --resume: a job keeps its config")
         job_id = None if args.resume == "latest" else _job_id(args.resume)
         outcome = resume_job(
             job_id,
@@ -180,9 +182,13 @@ def _cmd_best(args: argparse.Namespace) -> int:
 
     gpu = args.gpu
     if gpu is None:
+        from evolver.errors import NoGpuError
         from evolver.gpu import query_gpu
 
-        gpu = query_gpu(args.device).key
+        try:
+            gpu = query_gpu(args.device).key
+        except NoGpuError as error:
+            raise CliError(f"{error}; name the GPU with --gpu (e.g. --gpu nvidia-h200)") from None
     try:
         gpu_key = normalize_gpu_name(gpu)
     except ValueError as error:

@@ -157,3 +157,29 @@ def test_sigkilled_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> Non
     )
     assert again.returncode == 1
     assert again.stderr == "kernevo: job 1 is complete; nothing to resume\n"
+
+
+def test_resume_after_the_last_checkpointed_iteration_only_finishes(tmp_path: Path) -> None:
+    """A job killed between its last iteration and marking itself complete."""
+    from sqlalchemy import update
+
+    from evolver.job_config import JobConfig
+    from evolver.runner import resume_job, start_job
+    from evolver.settings import EvolverSettings
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    settings = EvolverSettings(work_dir=tmp_path / "runs", llm_base_url=None)
+    job = JobConfig(
+        path="trsm_small", dtype="float64", compile_only=True, iterations=4, checkpoint_interval=2
+    )
+    first = start_job(job, settings=settings, database_url=url, write=lambda line: None)
+    with Session(create_engine(url)) as s:  # as if killed before it marked itself complete
+        s.execute(update(Job).where(Job.id == first.job_id).values(state="running"))
+        s.commit()
+    lines: list[str] = []
+    again = resume_job(
+        first.job_id, overrides={}, settings=settings, database_url=url, write=lines.append
+    )
+    assert "0 iterations from checkpoint at iteration 4" in lines[0]
+    assert (again.state, again.iteration) == ("complete", 4)
+    assert again.programs_recorded == first.programs_recorded == 5

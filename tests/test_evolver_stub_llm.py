@@ -35,13 +35,14 @@ class StubLLM:
 
     url: str = ""
     requests: list[dict] = field(default_factory=list)
+    only_garbage: bool = False
 
     def answer(self, body: dict) -> str:
         self.requests.append(body)
         user = body["messages"][-1]["content"]
         program = extract_current_program(user)
         assert program is not None, "the prompt must carry the current program"
-        turn = (len(self.requests) - 1) % 3
+        turn = 2 if self.only_garbage else (len(self.requests) - 1) % 3
         if turn == 0:
             import random
 
@@ -185,3 +186,31 @@ def test_every_iteration_is_recorded_with_lineage_backend_and_failure_kind(
     assert "## Last Execution Output" in first[1]["content"]
     assert any("### compile_log" in r["messages"][1]["content"] for r in stub_llm.requests)
     assert sum(line.startswith(f"job {outcome.job_id} | iter ") for line in lines) == 1 + ITERATIONS
+
+
+def test_a_run_where_no_iteration_yields_a_program_fails_in_one_line(
+    tmp_path: Path, stub_llm: StubLLM
+) -> None:
+    stub_llm.only_garbage = True
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    job = JobConfig(
+        path="trsm_small",
+        dtype="float32",
+        compile_only=True,
+        iterations=3,
+        llm=LLMSection(base_url=stub_llm.url, model=STUB_MODEL, timeout_s=30, retries=0),
+    )
+    outcome = start_job(
+        job,
+        settings=EvolverSettings(work_dir=tmp_path / "runs", llm_base_url=None),
+        database_url=url,
+        write=lambda line: None,
+    )
+    assert outcome.state == "failed"
+    assert "0/3 iterations produced a candidate program" in outcome.message
+    assert "\n" not in outcome.message
+    with Session(create_engine(url)) as s:
+        kinds = [e.error_kind for e in s.scalars(select(Evaluation).order_by(Evaluation.id))]
+        assert kinds == ["infra_error", "diff_error", "diff_error", "diff_error"]
+        job_row = s.get(Job, outcome.job_id)
+        assert job_row is not None and job_row.state == "failed"

@@ -7,6 +7,7 @@ stream (docs/CONTRACTS.md, ../shared/DESIGN.md "Timing").
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -25,10 +26,9 @@ _ROUTINES = {
 
 def _load_libcublas() -> ctypes.CDLL:
     """libcublas as already loaded by CuPy, else from the nvidia-cublas wheel or CUDA_HOME."""
-    try:  # CuPy's own binding loads libcublas into the process; dlopen then finds it by soname
+    # CuPy's own binding loads libcublas into the process; dlopen then finds it by soname.
+    with contextlib.suppress(ImportError, OSError):
         import cupy_backends.cuda.libs.cublas  # noqa: F401
-    except (ImportError, OSError):
-        pass
     candidates = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
     for root in (os.environ.get("CUDA_HOME", "/usr/local/cuda"),):
         candidates += sorted(glob.glob(os.path.join(root, "lib64", "libcublas.so*")))

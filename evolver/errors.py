@@ -1,0 +1,35 @@
+"""Errors a user can cause and fix: each one is a single line the CLI prints as is."""
+
+from __future__ import annotations
+
+
+class EvolverError(Exception):
+    """Base of every error the evolver raises on purpose (bad input, missing infrastructure)."""
+
+
+class JobConfigError(EvolverError, ValueError):
+    """A job file or option that does not validate (misspelt key, value out of range)."""
+
+
+class NoGpuError(EvolverError, RuntimeError):
+    """No CUDA GPU (or not the requested index) is visible to this machine."""
+
+
+class LLMEndpointError(EvolverError, RuntimeError):
+    """The configured OpenAI-compatible endpoint is unreachable, refuses the key or the model."""
+
+
+class ResumeError(EvolverError, LookupError):
+    """``--resume`` names a job that does not exist, is finished, or has nothing to resume."""
+
+
+class StoreError(EvolverError, RuntimeError):
+    """The lineage store cannot be opened or migrated (wrong URL, server down, bad schema)."""
+
+
+class JobFailedError(EvolverError, RuntimeError):
+    """A job stopped on an unexpected error after its row was created; it can be resumed.
+
+    The message is one line; the original exception is the ``__cause__`` and the details are in
+    the job's OpenEvolve log.
+    """

@@ -1,0 +1,155 @@
+"""A job's configuration: strict pydantic models, so a misspelt key is a one-line error.
+
+OpenEvolve ignores unknown YAML keys silently (a typo then costs a night of evolution); here
+every section refuses keys it does not know, before anything runs. The OpenEvolve ``Config`` is
+built from a validated :class:`JobConfig` in code (``evolver.openevolve_config``), never from YAML.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evolver.errors import JobConfigError
+
+
+class LLMSection(BaseModel):
+    """Which OpenAI-compatible endpoint proposes the diffs; unset fields fall back to the
+    ``KERNEVO_LLM_*`` environment (``evolver.settings``), and no base URL anywhere selects the
+    built-in offline mutator."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="name of the environment variable that holds the API key"
+    )
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=8192, ge=256)
+    timeout_s: int = Field(default=180, ge=5, description="per LLM request")
+    retries: int = Field(default=2, ge=0)
+
+
+class JobConfig(BaseModel):
+    """One evolution job: a path in one dtype on one GPU, and how long and how wide to search.
+
+    ``evaluator_timeout_s`` is OpenEvolve's own evaluation timeout. It must exceed the
+    evaluator's hard timeout so ours fires first: OpenEvolve's timeout returns metrics without
+    the MAP-Elites feature dimensions and the child is dropped.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    dtype: str
+    gpu: int = Field(default=0, ge=0, description="CUDA device index evaluations run on")
+    compile_only: bool = Field(
+        default=False, description="no GPU: evaluations stop after compiling and score 0"
+    )
+    iterations: int = Field(default=60, ge=1)
+    checkpoint_interval: int = Field(default=5, ge=1)
+    islands: int = Field(default=2, ge=1)
+    population: int = Field(default=200, ge=2)
+    archive: int = Field(default=50, ge=1)
+    migration_interval: int = Field(default=20, ge=1)
+    feature_bins: int = Field(default=8, ge=2)
+    seed: int = 42
+    num_top_programs: int = Field(default=3, ge=0)
+    num_diverse_programs: int = Field(default=2, ge=0)
+    evaluator_timeout_s: int = Field(default=900, ge=30)
+    max_code_length: int = Field(default=60_000, ge=1_000)
+    promote_every: int = Field(
+        default=10, ge=1, description="iterations between champion promotions while running"
+    )
+    llm: LLMSection = LLMSection()
+
+    @field_validator("path")
+    @classmethod
+    def _known_path(cls, value: str) -> str:
+        from seeds.registry import get_path
+
+        get_path(value)  # UnknownPathError is a ValueError: pydantic reports its message
+        return value
+
+    @model_validator(mode="after")
+    def _dtype_of_path(self) -> JobConfig:
+        from seeds.registry import get_path
+        from seeds.spec import check_dtype
+
+        check_dtype(self.dtype, get_path(self.path).dtypes)
+        return self
+
+
+def _one_line(error: ValidationError, source: str) -> str:
+    """The first validation error as one line naming the key, with a spelling suggestion."""
+    first = error.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        section: type[BaseModel] = JobConfig
+        for part in first["loc"][:-1]:
+            annotation = section.model_fields[str(part)].annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                section = annotation
+        known = sorted(section.model_fields)
+        close = difflib.get_close_matches(str(first["loc"][-1]), known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+        return f"{source}: unknown key {loc!r}{hint}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "missing":
+        return f"{source}: missing required key {loc!r}"
+    return f"{source}: {loc}: {message}" if loc else f"{source}: {message}"
+
+
+def validate_job_config(data: dict[str, Any], source: str = "job config") -> JobConfig:
+    """Validate a mapping as a :class:`JobConfig`.
+
+    Raises:
+        JobConfigError: one line naming the first bad key (unknown, missing or out of range).
+    """
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as error:
+        raise JobConfigError(_one_line(error, source)) from None
+
+
+def load_job_config(
+    file: Path | None, overrides: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> JobConfig:
+    """A job from an optional YAML file, with command-line ``overrides`` (``None`` values are
+    "not given" and leave the file's value alone) and ``defaults`` for keys neither sets (the
+    environment's, e.g. ``KERNEVO_GPU``).
+
+    Raises:
+        JobConfigError: the file is unreadable, not a YAML mapping, or does not validate.
+    """
+    data: dict[str, Any] = {}
+    source = "job config"
+    if file is not None:
+        source = str(file)
+        try:
+            loaded = yaml.safe_load(Path(file).read_text())
+        except (OSError, yaml.YAMLError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise JobConfigError(f"{source}: cannot read job config: {reason}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise JobConfigError(f"{source}: expected a mapping of keys to values")
+        data = loaded
+    for key, value in (defaults or {}).items():
+        data.setdefault(key, value)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "llm" and isinstance(value, dict):
+            section = dict(data.get("llm") or {})
+            section.update({k: v for k, v in value.items() if v is not None})
+            data["llm"] = section
+        else:
+            data[key] = value
+    return validate_job_config(data, source)

@@ -1,0 +1,166 @@
+"""LLM backends: an OpenAI-compatible endpoint through OpenEvolve's own client, or the offline
+mutator; the reachability check that turns a dead endpoint into one line, not a hang."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from evolver.errors import LLMEndpointError
+from evolver.job_config import LLMSection
+from evolver.offline_mutator import OFFLINE_BACKEND, OFFLINE_MODEL, make_offline_mutator
+from evolver.settings import EvolverSettings
+
+OPENAI_BACKEND = "openai-compatible"
+# The OpenAI client refuses an empty key; local servers (vLLM, llama.cpp, Ollama) ignore it.
+_NO_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class LLMBackend:
+    """Which backend proposes diffs: ``kind`` is recorded with the job and every program."""
+
+    kind: str
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+    @property
+    def offline(self) -> bool:
+        return self.kind == OFFLINE_BACKEND
+
+    def api_key(self) -> str:
+        """The key from the environment variable the configuration names.
+
+        Raises:
+            LLMEndpointError: the variable is named but not set.
+        """
+        if not self.api_key_env:
+            return _NO_KEY
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise LLMEndpointError(
+                f"the LLM API key variable {self.api_key_env} is not set in the environment"
+            )
+        return key
+
+
+def resolve_backend(section: LLMSection, settings: EvolverSettings) -> LLMBackend:
+    """The job's backend: its ``llm`` section first, then ``KERNEVO_LLM_*``; no base URL in
+    either selects the offline mutator.
+
+    Raises:
+        LLMEndpointError: a base URL without a model name.
+    """
+    base_url = (section.base_url or settings.llm_base_url or "").rstrip("/") or None
+    if base_url is None:
+        return LLMBackend(kind=OFFLINE_BACKEND, model=OFFLINE_MODEL)
+    model = section.model or settings.llm_model
+    if not model:
+        raise LLMEndpointError(
+            f"LLM endpoint {base_url} is configured without a model: set llm.model or "
+            "KERNEVO_LLM_MODEL"
+        )
+    return LLMBackend(
+        kind=OPENAI_BACKEND,
+        model=model,
+        base_url=base_url,
+        api_key_env=section.api_key_env or settings.llm_api_key_env,
+    )
+
+
+def _short(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
+    """Check, before the job starts, that the endpoint answers and serves the model.
+
+    ``GET {base}/models`` first (a listing that lacks the model is an error: a misspelt model
+    name would otherwise fail every iteration for hours); endpoints without a listing get a
+    one-token chat completion instead. Nothing is checked for the offline mutator.
+
+    Raises:
+        LLMEndpointError: connection refused or timed out, key refused (401/403), model not
+            served, or any other HTTP error; one line.
+    """
+    if backend.offline:
+        return
+    import httpx
+
+    base = backend.base_url
+    headers = {"Authorization": f"Bearer {backend.api_key()}"}
+    try:
+        with httpx.Client(timeout=timeout_s, headers=headers) as client:
+            listing = client.get(f"{base}/models")
+            if listing.status_code in (401, 403):
+                raise LLMEndpointError(
+                    f"LLM endpoint {base} refused the API key (HTTP {listing.status_code})"
+                )
+            if listing.status_code == 200:
+                try:
+                    served = [m["id"] for m in listing.json().get("data", [])]
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    served = []
+                if served and backend.model not in served:
+                    raise LLMEndpointError(
+                        f"LLM endpoint {base} does not serve model {backend.model!r}; it serves: "
+                        f"{_short(', '.join(served))}"
+                    )
+                if served:
+                    return
+            probe = client.post(
+                f"{base}/chat/completions",
+                json={
+                    "model": backend.model,
+                    "messages": [{"role": "user", "content": "Reply with OK."}],
+                    "max_tokens": 1,
+                },
+            )
+            if probe.status_code >= 400:
+                raise LLMEndpointError(
+                    f"LLM endpoint {base} answered HTTP {probe.status_code} to a test request "
+                    f"for model {backend.model!r}: {_short(probe.text)}"
+                )
+    except httpx.HTTPError as error:
+        reason = _short(str(error)) or type(error).__name__
+        raise LLMEndpointError(
+            f"LLM endpoint {base} is unreachable ({type(error).__name__}: {reason})"
+        ) from None
+
+
+def model_configs(backend: LLMBackend, section: LLMSection) -> list[object]:
+    """OpenEvolve model configurations for ``backend`` (one model, weight 1).
+
+    The OpenAI-compatible backend is OpenEvolve's own ``OpenAILLM`` (no ``init_client``); the
+    offline mutator comes in through ``init_client`` with a module-level, picklable factory.
+
+    Raises:
+        LLMEndpointError: the API key variable is named but not set.
+    """
+    from openevolve.config import LLMModelConfig
+
+    if backend.offline:
+        return [
+            LLMModelConfig(
+                name=OFFLINE_MODEL,
+                weight=1.0,
+                init_client=make_offline_mutator,
+                api_base=None,
+                api_key=_NO_KEY,
+            )
+        ]
+    return [
+        LLMModelConfig(
+            name=backend.model,
+            weight=1.0,
+            api_base=backend.base_url,
+            api_key=backend.api_key(),
+            temperature=section.temperature,
+            max_tokens=section.max_tokens,
+            timeout=section.timeout_s,
+            retries=section.retries,
+            retry_delay=5,
+        )
+    ]

@@ -1,0 +1,92 @@
+"""Hosting OpenEvolve inside the job's process without letting it change that process for good.
+
+OpenEvolve reads its workers' environment from ``os.environ`` when its pool starts, adds handlers
+to the root logger, and installs SIGINT/SIGTERM handlers that it never removes. These context
+managers scope each of those to one run, so a second job in the same process (the tests) starts
+clean and a Ctrl-C after the run does not call into a stopped controller.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def evaluation_file() -> str:
+    """Path of OpenEvolve's evaluation file, ``evaluator/openevolve_entry.py``, located without
+    importing it (the job's process stays free of the evaluator's GPU machinery).
+
+    Raises:
+        RuntimeError: the evaluator package is not installed.
+    """
+    spec = importlib.util.find_spec("evaluator.openevolve_entry")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("evaluator.openevolve_entry is not installed")
+    return spec.origin
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set environment variables for the block (OpenEvolve copies ``os.environ`` into its
+    workers when its pool starts, and loads the evaluation file in this process), then restore
+    the previous values."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def scoped_logging() -> Iterator[None]:
+    """Remove the handlers OpenEvolve adds to the root logger (a file and a console handler)
+    when the block ends, and restore the root level it changes."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)
+
+
+@contextmanager
+def quiet_console() -> Iterator[None]:
+    """Build OpenEvolve inside this block: its start-up INFO lines are held back (its loggers sit
+    at WARNING meanwhile) and the console handler it adds keeps only errors afterwards; the
+    file log keeps everything from then on, and the job's progress lines say the rest."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    package = logging.getLogger("openevolve")
+    level = package.level
+    package.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        package.setLevel(level)
+        for handler in root.handlers:
+            if handler not in before and not isinstance(handler, logging.FileHandler):
+                handler.setLevel(logging.ERROR)
+
+
+@contextmanager
+def signal_handlers_restored() -> Iterator[None]:
+    """Put back the SIGINT/SIGTERM handlers OpenEvolve's ``run`` replaces (its graceful
+    shutdown) once the run is over."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,183 @@
+"""Progress of a running job: one terminal line per iteration, the job row's heartbeat, and the
+cancellation check (a ``PATCH /v1/jobs/{id}`` to ``cancelled`` stops the job gracefully)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from evolver.lineage import Recorded
+
+# Seconds between heartbeats while an iteration runs (an evaluation can take minutes).
+HEARTBEAT_INTERVAL_S = 30.0
+
+
+@dataclass
+class Best:
+    """The best program recorded so far (combined score and speedup at the largest shape)."""
+
+    uid: str
+    source: str
+    score: float
+    speedup: float
+    iteration: int
+
+
+class ProgressReporter:
+    """Listens to the lineage recorder: prints progress, writes it to the job row, notices a
+    cancellation and asks for champion promotions when the best improves.
+
+    ``promote`` is called with the new best at most once every ``promote_every`` iterations;
+    ``stop`` asks OpenEvolve to finish the iteration in flight and return.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        job_id: int,
+        total_iterations: int,
+        *,
+        write: Callable[[str], None],
+        stop: Callable[[], None],
+        promote: Callable[[Best], None] | None = None,
+        promote_every: int = 10,
+        best_score: float | None = None,
+        best_speedup: float | None = None,
+    ) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.total_iterations = total_iterations
+        self._write = write
+        self._stop = stop
+        self._promote = promote
+        self._promote_every = promote_every
+        self.iteration = 0
+        self.best: Best | None = None
+        self.best_score = best_score or 0.0
+        self.best_speedup = best_speedup or 0.0
+        self.last_failure: str | None = None
+        self.cancelled = False
+        self.recorded = 0
+        self._promoted_uid: str | None = None
+        self._promoted_at = -promote_every
+        self._lock = threading.Lock()
+
+    def __call__(self, rec: Recorded) -> None:
+        with self._lock:
+            self.iteration = max(self.iteration, rec.iteration)
+            if rec.new and rec.kind != "lost":
+                self.recorded += 1
+            if rec.error_kind:
+                self.last_failure = rec.error_kind
+            improved = (
+                rec.error_kind is None
+                and rec.kind in ("seed", "child")
+                and rec.source is not None
+                and rec.uid is not None
+                and rec.score > self.best_score
+            )
+            if improved:
+                assert rec.uid is not None and rec.source is not None
+                self.best = Best(rec.uid, rec.source, rec.score, rec.speedup, rec.iteration)
+                self.best_score, self.best_speedup = rec.score, rec.speedup
+        self.heartbeat(write_progress=True)
+        if rec.kind != "migrant":
+            self._write(self.line(rec))
+        if (
+            self._promote is not None
+            and self.best is not None
+            and self.best.uid != self._promoted_uid
+            and self.iteration - self._promoted_at >= self._promote_every
+        ):
+            self.promote_now()
+
+    def consider(self, uid: str, source: str, score: float, speedup: float) -> None:
+        """Offer OpenEvolve's final best: taken when better than the best seen, or when none was
+        seen in this process (a resumed job whose best was recorded before the resume)."""
+        with self._lock:
+            if self.best is None or score > self.best.score:
+                self.best = Best(uid, source, score, speedup, self.iteration)
+            if score > self.best_score:
+                self.best_score, self.best_speedup = score, speedup
+
+    def promote_now(self) -> None:
+        """Promote the current best if it was not promoted already."""
+        if self._promote is None or self.best is None or self.best.uid == self._promoted_uid:
+            return
+        self._promoted_uid = self.best.uid
+        self._promoted_at = self.iteration
+        self._promote(self.best)
+
+    def line(self, rec: Recorded) -> str:
+        """One terminal line: iteration, this outcome, best score and speedup, last failure."""
+        outcome = {
+            "seed": "seed",
+            "child": "child",
+            "migrant": "migrant",
+            "failure": "no program",
+            "lost": "lost",
+        }[rec.kind]
+        result = f"score {rec.score:.3f}"
+        if rec.error_kind:
+            result = f"{rec.error_kind} ({rec.check})" if rec.check else rec.error_kind
+        return (
+            f"job {self.job_id} | iter {rec.iteration}/{self.total_iterations} | "
+            f"{outcome}: {result} | best {self.best_score:.3f} "
+            f"(speedup_64 {self.best_speedup:.2f}x) | last failure: {self.last_failure or '-'}"
+        )
+
+    def heartbeat(self, *, write_progress: bool) -> None:
+        """Take the heartbeat (database clock), with progress when ``write_progress``; stop the
+        job when its row says ``cancelled``."""
+        from db import repository
+        from db.session import session_scope
+
+        with self._lock:
+            fields = (
+                {
+                    "iteration": self.iteration,
+                    "best_score": self.best_score,
+                    "best_speedup": self.best_speedup,
+                    "last_failure_kind": self.last_failure,
+                }
+                if write_progress
+                else {}
+            )
+        with session_scope(self.engine) as s:
+            job = repository.update_job_progress(s, self.job_id, **fields)
+            state = job.state
+        if state == "cancelled" and not self.cancelled:
+            self.cancelled = True
+            self._write(f"job {self.job_id} | cancelled: finishing the iteration in flight")
+        if self.cancelled:
+            self._stop()
+
+
+class Heartbeat:
+    """A daemon thread that beats every ``interval_s`` seconds while iterations are running
+    (an evaluation can take minutes) and so also notices a cancellation between iterations."""
+
+    def __init__(self, reporter: ProgressReporter, interval_s: float = HEARTBEAT_INTERVAL_S):
+        self._reporter = reporter
+        self._interval_s = interval_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kernevo-heartbeat", daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=self._interval_s + 5)
+
+    def _run(self) -> None:
+        while not self._done.wait(self._interval_s):
+            try:
+                self._reporter.heartbeat(write_progress=False)
+            except Exception as error:  # a database hiccup must not kill the job; keep trying
+                self.error = error

@@ -1,0 +1,457 @@
+"""The job runner: one OpenEvolve run of a path in one dtype on one GPU, recorded in the store.
+
+A job is (path, dtype, GPU). Fresh: the job row is created, the seed kernel is written to the
+job's work folder as OpenEvolve's initial program, the evaluator's environment is set (before
+OpenEvolve loads the evaluation file and starts its worker pool, which copies the environment),
+and OpenEvolve runs for the configured iterations, checkpointing every few. Resumed: the same
+folder, OpenEvolve restarts from the newest complete checkpoint and runs the iterations left.
+
+Work folder ``$KERNEVO_WORK_DIR/job-<id>/``: ``initial_program.cu``, ``prompts/`` (templates),
+``reports/`` (one evaluator report per source sha256), ``openevolve/`` (checkpoints, logs,
+artifacts, evolution trace), ``job.lock``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+
+from evolver import openevolve_host as host
+from evolver.champion import MIN_CHAMPION_SCORE, promote_best
+from evolver.checkpoints import Checkpoint, JobLock, latest_checkpoint
+from evolver.errors import EvolverError, JobFailedError, ResumeError
+from evolver.gpu import GpuFacts, query_gpu
+from evolver.job_config import JobConfig, validate_job_config
+from evolver.lineage import LineageRecorder, RecordContext
+from evolver.llm import LLMBackend, check_endpoint, model_configs, resolve_backend
+from evolver.openevolve_config import build_config
+from evolver.progress import Best, Heartbeat, ProgressReporter
+from evolver.prompts import system_message, write_templates
+from evolver.settings import EvolverSettings
+from evolver.store import open_store
+from seeds.registry import get_path
+
+NO_GPU_KEY = "none"
+NO_GPU_ARCH = "sm_90"  # what compile-only evaluations target (evaluator default)
+_UNFINISHED = ("waiting", "running", "failed")
+
+Write = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a run of a job ended. ``state`` is the job row's state afterwards."""
+
+    job_id: int
+    state: str
+    iteration: int
+    best_score: float
+    best_speedup: float
+    programs_recorded: int
+    message: str
+
+
+def _preflight(job: JobConfig, settings: EvolverSettings) -> tuple[GpuFacts | None, LLMBackend]:
+    """Check the GPU and the LLM endpoint before anything is written.
+
+    Raises:
+        NoGpuError, LLMEndpointError: one line.
+    """
+    gpu = None if job.compile_only else query_gpu(job.gpu)
+    backend = resolve_backend(job.llm, settings)
+    backend.api_key()  # a named but unset key variable is an error before the job starts
+    check_endpoint(backend)
+    return gpu, backend
+
+
+def start_job(
+    job: JobConfig, *, settings: EvolverSettings, database_url: str, write: Write = print
+) -> JobOutcome:
+    """Create and run a new job.
+
+    Raises:
+        NoGpuError, LLMEndpointError, StoreError: before the job row exists.
+        JobFailedError: an unexpected error after; the job row is then marked ``failed``
+            (resumable).
+    """
+    from db import repository
+    from db.session import session_scope
+
+    gpu, backend = _preflight(job, settings)
+    engine = open_store(database_url)
+    spec = get_path(job.path)
+    # Record the endpoint actually used, so a resume does not depend on the environment then.
+    resolved = {"base_url": backend.base_url, "api_key_env": backend.api_key_env}
+    resolved["model"] = None if backend.offline else backend.model
+    job = job.model_copy(update={"llm": job.llm.model_copy(update=resolved)})
+    with session_scope(engine) as s:
+        row = repository.create_job(
+            s,
+            path=job.path,
+            dtype=job.dtype,
+            gpu=gpu.key if gpu else NO_GPU_KEY,
+            shape_bucket=spec.shape_bucket,
+            config=job.model_dump(mode="json"),
+            backend=backend.kind,
+            model=backend.model,
+        )
+        job_id = row.id
+    return _run(job, job_id, engine, gpu, backend, settings=settings, resuming=False, write=write)
+
+
+def resume_job(
+    job_id: int | None,
+    *,
+    overrides: dict[str, Any],
+    settings: EvolverSettings,
+    database_url: str,
+    write: Write = print,
+) -> JobOutcome:
+    """Continue an unfinished job from its newest checkpoint.
+
+    ``job_id`` ``None`` picks the newest unfinished job of ``overrides["path"]`` and
+    ``overrides["dtype"]``. ``overrides`` (``None`` values ignored) may extend ``iterations`` or
+    move the job to another ``gpu`` index of the same GPU model; a ``path`` or ``dtype`` that
+    differs from the job's is refused.
+
+    Raises:
+        ResumeError: no such job, a finished one, a running one, or another GPU model.
+        NoGpuError, LLMEndpointError, StoreError, JobConfigError: one line.
+    """
+    from db import repository
+    from db.session import session_scope
+
+    engine = open_store(database_url)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    with session_scope(engine) as s:
+        if job_id is None:
+            if "path" not in given or "dtype" not in given:
+                raise ResumeError("--resume without a job id needs --path and --dtype")
+            rows = [
+                j
+                for j in repository.list_jobs(s)
+                if (j.path, j.dtype) == (given["path"], given["dtype"]) and j.state in _UNFINISHED
+            ]
+            if not rows:
+                raise ResumeError(f"no unfinished {given['path']} {given['dtype']} job to resume")
+            row = rows[0]
+        else:
+            try:
+                row = repository.get_job(s, job_id)
+            except repository.NotFoundError:
+                raise ResumeError(f"job {job_id} not found") from None
+        if row.state not in _UNFINISHED:
+            raise ResumeError(f"job {row.id} is {row.state}; nothing to resume")
+        for key in ("path", "dtype"):
+            if key in given and given[key] != getattr(row, key):
+                raise ResumeError(f"job {row.id} is {row.path} {row.dtype}, not {given[key]}")
+        stored = dict(row.config)
+        stored.update({k: v for k, v in given.items() if k not in ("path", "dtype", "llm")})
+        job = validate_job_config(stored, f"job {row.id} config")
+        job_id, gpu_key = row.id, row.gpu_key
+        best_score, best_speedup = row.best_score, row.best_speedup
+    gpu, backend = _preflight(job, settings)
+    here = gpu.key if gpu else NO_GPU_KEY
+    if here != gpu_key:
+        raise ResumeError(f"job {job_id} ran on {gpu_key}; this job now would run on {here}")
+    return _run(
+        job,
+        job_id,
+        engine,
+        gpu,
+        backend,
+        settings=settings,
+        resuming=True,
+        write=write,
+        best_score=best_score,
+        best_speedup=best_speedup,
+    )
+
+
+def _count_programs(engine: Engine, job_id: int) -> int:
+    from db.models import Program
+    from db.session import session_scope
+
+    with session_scope(engine) as s:
+        return int(s.scalar(select(func.count(Program.id)).where(Program.job_id == job_id)) or 0)
+
+
+def _run(
+    job: JobConfig,
+    job_id: int,
+    engine: Engine,
+    gpu: GpuFacts | None,
+    backend: LLMBackend,
+    *,
+    settings: EvolverSettings,
+    resuming: bool,
+    write: Write,
+    best_score: float | None = None,
+    best_speedup: float | None = None,
+) -> JobOutcome:
+    from db import repository
+    from db.session import session_scope
+
+    spec = get_path(job.path)
+    work = (settings.work_dir / f"job-{job_id}").resolve()
+    with JobLock(work, job_id):
+        try:
+            return _run_locked(
+                job,
+                job_id,
+                engine,
+                gpu,
+                backend,
+                work,
+                resuming=resuming,
+                write=write,
+                best_score=best_score,
+                best_speedup=best_speedup,
+            )
+        except BaseException as error:
+            # Mark the job failed (resumable) unless it was cancelled meanwhile.
+            interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit
+            try:
+                with session_scope(engine) as s:
+                    if repository.get_job(s, job_id).state != "cancelled":
+                        repository.update_job_progress(
+                            s,
+                            job_id,
+                            state="failed",
+                            last_failure_kind="interrupted" if interrupted else "error",
+                        )
+            except Exception:  # the store may be what failed; the original error matters more
+                pass
+            if interrupted or isinstance(error, EvolverError):
+                raise
+            reason = str(error).splitlines()[0] if str(error) else ""
+            raise JobFailedError(
+                f"job {job_id} ({spec.path_id} {job.dtype}) failed: {type(error).__name__}: "
+                f"{reason}; resume with 'kernevo evolve --resume {job_id}'"
+            ) from error
+
+
+def _run_locked(
+    job: JobConfig,
+    job_id: int,
+    engine: Engine,
+    gpu: GpuFacts | None,
+    backend: LLMBackend,
+    work: Path,
+    *,
+    resuming: bool,
+    write: Write,
+    best_score: float | None,
+    best_speedup: float | None,
+) -> JobOutcome:
+    from openevolve.controller import EvolutionFailedError, OpenEvolve
+
+    from db import repository
+    from db.session import session_scope
+
+    spec = get_path(job.path)
+    initial = work / "initial_program.cu"
+    if not initial.exists():
+        initial.write_text(spec.seed_source())
+    report_dir = work / "reports"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = work / "openevolve"
+    templates = write_templates(work / "prompts")
+    checkpoint = latest_checkpoint(output_dir) if resuming else None
+    done = checkpoint.iteration if checkpoint else 0
+    remaining = job.iterations - done
+    oe: Any = None
+
+    def stop() -> None:
+        controller = getattr(oe, "parallel_controller", None)
+        if controller is not None:
+            controller.request_shutdown()
+
+    def promote(best: Best) -> None:
+        if gpu is None or best.score <= MIN_CHAMPION_SCORE:
+            return
+        try:
+            outcome = promote_best(
+                engine,
+                spec=spec,
+                dtype=job.dtype,
+                gpu_index=job.gpu,
+                gpu_key=gpu.key,
+                uid=best.uid,
+                source=best.source,
+            )
+            write(f"job {job_id} | {outcome.reason}")
+        except Exception as error:  # verification is a side activity: report, keep evolving
+            write(f"job {job_id} | champion promotion failed: {type(error).__name__}: {error}")
+
+    reporter = ProgressReporter(
+        engine,
+        job_id,
+        job.iterations,
+        write=write,
+        stop=stop,
+        promote=promote,
+        promote_every=job.promote_every,
+        best_score=best_score,
+        best_speedup=best_speedup,
+    )
+    reporter.iteration = done
+    recorder = LineageRecorder(
+        RecordContext(
+            engine=engine,
+            job_id=job_id,
+            path_id=spec.path_id,
+            dtype=job.dtype,
+            report_dir=report_dir,
+            backend=backend.kind,
+            model=backend.model,
+            gpu_key=gpu.key if gpu else NO_GPU_KEY,
+            gpu_name=gpu.name if gpu else "no GPU (compile-only)",
+            arch=gpu.arch if gpu else NO_GPU_ARCH,
+        ),
+        reporter,
+        stop,
+    )
+    with session_scope(engine) as s:
+        repository.update_job_progress(s, job_id, state="running", iteration=done)
+    write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work))
+
+    env = {
+        "KERNEVO_EVAL_PATH": spec.path_id,
+        "KERNEVO_EVAL_DTYPE": job.dtype,
+        "KERNEVO_EVAL_GPU": str(job.gpu) if gpu else "none",
+        "KERNEVO_REPORT_DIR": str(report_dir),
+        "KERNEVO_EVAL_ARCH": gpu.arch if gpu else NO_GPU_ARCH,
+    }
+    failure: str | None = None
+    final: tuple[str, str, dict[str, float]] | None = None
+    with host.environment(env), host.scoped_logging():
+        config = build_config(
+            job,
+            models=model_configs(backend, job.llm),
+            system_message=system_message(spec, job.dtype, gpu),
+            template_dir=templates,
+            output_dir=output_dir,
+        )
+        with host.quiet_console():
+            oe = OpenEvolve(
+                str(initial),
+                host.evaluation_file(),
+                config,
+                output_dir=str(output_dir),
+                population_strategy=recorder.population_strategy(),
+            )
+        recorder.bind(oe)
+        if remaining > 0:
+            with Heartbeat(reporter), host.signal_handlers_restored():
+                try:
+                    best = asyncio.run(
+                        oe.run(
+                            iterations=remaining,
+                            checkpoint_path=str(checkpoint.path) if checkpoint else None,
+                        )
+                    )
+                    final = (best.id, best.code, best.metrics) if best is not None else None
+                except EvolutionFailedError as error:
+                    failure = str(error).splitlines()[0]
+        elif checkpoint is not None:
+            final = checkpoint.best_program()  # killed after its last iteration
+    if recorder.fatal is not None:
+        raise recorder.fatal
+
+    if final is not None and not reporter.cancelled:
+        uid, source, metrics = final
+        reporter.consider(
+            uid,
+            source,
+            float(metrics.get("combined_score") or 0.0),
+            float(metrics.get("speedup_64") or 0.0),
+        )
+        reporter.promote_now()
+    return _finish(engine, job_id, job, reporter, failure, write)
+
+
+def _header(
+    job_id: int,
+    job: JobConfig,
+    gpu: GpuFacts | None,
+    backend: LLMBackend,
+    remaining: int,
+    checkpoint: Checkpoint | None,
+    resuming: bool,
+    work: Path,
+) -> str:
+    """The job's first terminal line: what runs where, with which backend, from where."""
+    where = gpu.describe() if gpu else "no GPU (compile-only: evaluations stop after compiling)"
+    if checkpoint is not None:
+        start = f"from checkpoint at iteration {checkpoint.iteration}"
+    else:
+        start = "from the seed (no complete checkpoint yet)" if resuming else "from the seed"
+    return (
+        f"job {job_id}: {job.path} {job.dtype} on {where}; {backend.kind} ({backend.model}); "
+        f"{max(remaining, 0)} iterations {start}; work folder {work}"
+    )
+
+
+def _finish(
+    engine: Engine,
+    job_id: int,
+    job: JobConfig,
+    reporter: ProgressReporter,
+    failure: str | None,
+    write: Write,
+) -> JobOutcome:
+    """Write the job's final state and progress, print the summary line.
+
+    ``complete`` when every iteration ran; ``cancelled`` when the API cancelled it (the row
+    already says so and is final); ``failed`` when no iteration produced a program or the run
+    was interrupted (Ctrl-C, SIGTERM): failed jobs can be resumed.
+    """
+    from db import repository
+    from db.session import session_scope
+
+    interrupted = False
+    if reporter.cancelled:
+        state, message = "cancelled", f"job {job_id} cancelled at iteration {reporter.iteration}"
+    elif failure is not None:
+        state, message = "failed", f"job {job_id} failed: {failure}"
+    elif reporter.iteration >= job.iterations:
+        state, message = "complete", f"job {job_id} complete"
+    else:
+        interrupted = True
+        state = "failed"
+        message = (
+            f"job {job_id} stopped at iteration {reporter.iteration} of {job.iterations}; "
+            f"resume with 'kernevo evolve --resume {job_id}'"
+        )
+    with session_scope(engine) as s:
+        if repository.get_job(s, job_id).state == "cancelled":
+            state = "cancelled"
+        repository.update_job_progress(
+            s,
+            job_id,
+            state=None if state == "cancelled" else state,
+            iteration=reporter.iteration,
+            best_score=reporter.best_score,
+            best_speedup=reporter.best_speedup,
+            last_failure_kind="interrupted" if interrupted else None,
+        )
+    programs = _count_programs(engine, job_id)
+    write(
+        f"{message}: best score {reporter.best_score:.3f} (speedup_64 "
+        f"{reporter.best_speedup:.2f}x), {programs} programs recorded"
+    )
+    return JobOutcome(
+        job_id,
+        state,
+        reporter.iteration,
+        reporter.best_score,
+        reporter.best_speedup,
+        programs,
+        message,
+    )
