@@ -1,6 +1,6 @@
 """The vendor baseline for `trsm_small`: cuBLAS ?trsm, called through ctypes.
 
-CuPy's cuBLAS wrappers refuse CUDA stream capture (NotImplementedError), so timing cuBLAS over a
+CuPy's cuBLAS wrappers raise under CUDA stream capture, so timing cuBLAS over a
 replayed graph calls libcublas's ``cublas?trsm_v2`` directly on a handle bound to the capturing
 stream (docs/CONTRACTS.md, ../shared/DESIGN.md "Timing").
 """
