@@ -1,4 +1,4 @@
-"""The checks a program must pass before it becomes a champion (../shared/DESIGN.md step 7).
+"""The checks a program must pass before it becomes a champion (docs/DESIGN.md step 7).
 
 On top of the full evaluation: held-out shapes never used in scoring, repeated runs on the same
 input that must give bit-identical X (a race shows as a moving result), and compute-sanitizer's
@@ -20,11 +20,14 @@ HELD_OUT_SEEDS = [101, 102, 103]
 DETERMINISM_REPEATS = 5
 
 
-def _sanitize(evaluator: Evaluator, cubin: bytes) -> CheckFailure | None | str:
-    """First sanitizer finding, None when clean, or a note (str) when the tool is missing."""
+def _sanitize(evaluator: Evaluator, cubin: bytes) -> CheckFailure | None:
+    """First sanitizer finding (or the tool's absence, which also refuses promotion); None when
+    every tool ran clean."""
     tool = find_tool("compute-sanitizer")
     if tool is None:
-        return "compute-sanitizer not found: sanitizer checks skipped"
+        return CheckFailure(
+            "sanitizer_missing", detail="compute-sanitizer not found: a champion must pass it"
+        )
     assert evaluator.gpu_index is not None
     for name in SANITIZER_TOOLS:
         argv = [tool, "--tool", name, "--error-exitcode", "97"]
@@ -78,12 +81,10 @@ def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> Ev
             f["shape"] = tuple(f["shape"]) if f["shape"] else None
             return report.fail("wrong", CheckFailure(**f))
         report.verified_shapes += [tuple(s) for s in result["verified_shapes"]]
-        sanitized = _sanitize(evaluator, cubin)
-        if isinstance(sanitized, CheckFailure):
-            return report.fail("wrong", sanitized)
-        report.notes.append(
-            sanitized or "compute-sanitizer: " + ", ".join(SANITIZER_TOOLS) + " clean"
-        )
+        if sanitized := _sanitize(evaluator, cubin):
+            status = "infra_error" if sanitized.check == "sanitizer_missing" else "wrong"
+            return report.fail(status, sanitized)
+        report.notes.append("compute-sanitizer: " + ", ".join(SANITIZER_TOOLS) + " clean")
         return report
     finally:
         evaluator.close()

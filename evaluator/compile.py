@@ -91,15 +91,24 @@ def parse_resources(log: str) -> dict[str, KernelResources]:
     return found
 
 
+def _clean_log(log: str) -> str:
+    """NVRTC's log ends in a NUL byte, which PostgreSQL text and jsonb refuse."""
+    return log.replace("\x00", "")
+
+
 def default_cache_dir() -> Path:
     """``$KERNEVO_COMPILE_CACHE`` or ``~/.cache/kernevo/cubin``."""
     env = os.environ.get("KERNEVO_COMPILE_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "kernevo" / "cubin"
 
 
+# Bumped whenever CompileResult's stored fields change, so old entries are misses, not errors.
+_CACHE_SCHEMA = "1"
+
+
 def _cache_key(source: str, options: tuple[str, ...], version: str, arch: str) -> str:
     h = hashlib.sha256()
-    for part in (source, "\0".join(options), version, arch):
+    for part in (_CACHE_SCHEMA, source, "\0".join(options), version, arch):
         h.update(part.encode())
         h.update(b"\x1f")
     return h.hexdigest()
@@ -110,13 +119,13 @@ def _read_cache(path: Path) -> CompileResult | None:
     try:
         meta = json.loads(path.with_suffix(".json").read_text())
         cubin = path.with_suffix(".cubin").read_bytes()
-    except (OSError, ValueError):
-        return None
-    if hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
-        return None
-    meta["resources"] = {k: KernelResources(**v) for k, v in meta["resources"].items()}
-    meta["options"] = tuple(meta["options"])
-    return CompileResult(**meta, cubin=cubin, cached=True)
+        if hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
+            return None
+        meta["resources"] = {k: KernelResources(**v) for k, v in meta["resources"].items()}
+        meta["options"] = tuple(meta["options"])
+        return CompileResult(**meta, cubin=cubin, cached=True)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None  # missing, torn, tampered or from another schema: compile again
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -161,9 +170,9 @@ def compile_cubin(
         try:
             nvrtc.compileProgram(prog, list(opts))
         except nvrtc.NVRTCError:
-            log = nvrtc.getProgramLog(prog)
+            log = _clean_log(nvrtc.getProgramLog(prog))
             return CompileResult(False, log, opts, arch, version, time.perf_counter() - start)
-        log = nvrtc.getProgramLog(prog)
+        log = _clean_log(nvrtc.getProgramLog(prog))
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)

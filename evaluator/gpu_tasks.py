@@ -80,12 +80,15 @@ def check_problem(driver: Any, problem: Problem) -> CheckFailure | None:
     out = b_dev.get().tobytes()
     x = np.frombuffer(out[len(guard) : len(guard) + m * n * itemsize], problem.b.dtype)
     x = x.reshape((m, n), order="F")
-    failure = (
-        check_guards(guard + guard, out[: len(guard)] + out[-len(guard) :], (m, n))
-        or check_input_unchanged(a_digest, digest(a_dev.get().tobytes()), (m, n))
-        or check_finite(x, (m, n))
-        or check_residual(problem.a, problem.b, x)
-    )
+    failure = check_guards(guard + guard, out[: len(guard)] + out[-len(guard) :], (m, n))
+    failure = failure or check_input_unchanged(a_digest, digest(a_dev.get().tobytes()), (m, n))
+    return failure or check_solution(problem, x)
+
+
+def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
+    """The numerical checks on one output X (m×n, Fortran order) of ``problem``."""
+    m, n = problem.shape
+    failure = check_finite(x, (m, n)) or check_residual(problem.a, problem.b, x)
     if failure:
         return failure
     x_ref, growth = reference(problem.a, problem.b)
@@ -167,14 +170,21 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     from seeds.trsm_small.baseline import CublasTrsm
 
     baseline = CublasTrsm(dtype)
+    timings = []
     try:
-        timings = [
-            asdict(time_shape(m, n, dtype, driver.solve_raw, baseline, **task.get("timing", {})))
-            for m, n in task["timed_shapes"]
-        ]
+        for m, n in task["timed_shapes"]:
+            timing, failure = time_shape(
+                m, n, dtype, driver.solve_raw, baseline, check_solution, **task.get("timing", {})
+            )
+            timings.append(asdict(timing))
+            if failure:
+                result["failure"] = asdict(failure)
+                break
     finally:
         baseline.close()
     result["timings"] = timings
+    if result["failure"]:
+        return result
     phases["time"] = time.perf_counter() - t0 - phases["verify"]
     fresh = [s + 1000 for s in task["seeds"]]
     failure, _ = verify(driver, dtype, task["recheck_shapes"], fresh, growth=False)

@@ -10,7 +10,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STATUSES = ("ok", "screen_error", "compile_error", "wrong", "timeout", "fault", "infra_error")
+# "compiled": a compile-only evaluation (no GPU assigned) that compiled; not a failure, not a pass.
+STATUSES = (
+    "ok", "compiled", "screen_error", "compile_error", "wrong", "timeout", "fault", "infra_error",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class EvaluationReport:
 
     def fail(self, status: str, failure: CheckFailure) -> EvaluationReport:
         """Mark this report failed (score 0) with ``status`` and its first failing check."""
-        assert status in STATUSES and status != "ok"
+        assert status in STATUSES and status not in ("ok", "compiled")
         self.status, self.failure, self.combined_score = status, failure, 0.0
         return self
 

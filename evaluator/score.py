@@ -1,5 +1,5 @@
 """Fitness: `combined_score` = geometric mean over the timed shapes of cuBLAS time / candidate
-time, 0 when any check failed (../shared/DESIGN.md, "Evaluation pipeline")."""
+time, 0 when any check failed (docs/DESIGN.md, "Evaluation pipeline")."""
 
 from __future__ import annotations
 

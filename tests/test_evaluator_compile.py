@@ -82,3 +82,66 @@ def test_seed_declares_tunables_inside_the_block():
     for t in tunables.values():
         assert t.value in t.choices and len(t.choices) >= 2
         assert t.with_value(t.choices[-1]).split("//")[0].split()[-1] == t.choices[-1]
+
+
+FILE_READS = {
+    "macro_include": '#define H "/proc/self/environ"\n#include H',
+    "include_next": '#include_next "x.h"',
+    "line_splice": '#inc\\\nlude "x.h"',
+    "has_include": '#if __has_include("/etc/passwd")\n#endif',
+    "comment_in_directive": '#/**/include "x.h"',
+    "digraph": '%:include "x.h"',
+    "string_fakes_comment": 'const char* a = "/*";\n#include "/etc/passwd"\nconst char* b = "*/";',
+    "raw_string": 'const char* r = R"(/*)";',
+    "embed": '#embed "x"',
+    "quoted_builtin": '#include "cuda_fp16.h"',
+}
+
+
+def _inject(code: str) -> str:
+    seed = get_path("trsm_small").seed_source()
+    return seed.replace("// EVOLVE-BLOCK-START\n", "// EVOLVE-BLOCK-START\n" + code + "\n")
+
+
+@pytest.mark.parametrize("code", FILE_READS.values(), ids=FILE_READS.keys())
+def test_screen_blocks_every_way_of_reading_a_host_file(code):
+    """NVRTC resolves includes on the host: a missed one leaks files into the compile log."""
+    seed = get_path("trsm_small").seed_source()
+    failure = screen(_inject(code), seed)
+    assert failure is not None and failure.check == "include"
+
+
+def test_screen_lets_builtin_headers_and_commented_includes_through():
+    seed = get_path("trsm_small").seed_source()
+    assert screen(_inject("#include <cuda_fp16.h>"), seed) is None
+    assert screen(_inject('// #include "x.h"\n/* #include "y.h" */'), seed) is None
+
+
+def test_macro_include_of_environ_would_leak_without_the_screen(tmp_path):
+    """Why the screen exists: NVRTC itself happily includes /proc/self/environ (the process's
+    environment at start, API keys included) and echoes it in the log."""
+    spec = get_path("trsm_small")
+    source = _inject('#define H "/proc/self/environ"\n#include H')
+    result = compile_cubin(source, spec.compile_options("float32", "sm_90"), "sm_90",
+                           cache_dir=tmp_path)  # fmt: skip
+    assert "/proc/self/environ" in result.log and "PATH=" in result.log
+
+
+def test_compile_log_has_no_nul_bytes(tmp_path):
+    """PostgreSQL text/jsonb refuse NUL; NVRTC's log ends in one."""
+    spec = get_path("trsm_small")
+    bad = spec.seed_source().replace("cfg[1] = 1;", "cfg[1] = undefined_name;")
+    for source in (spec.seed_source(), bad):
+        result = compile_cubin(source, spec.compile_options("float32", "sm_90"), "sm_90",
+                               cache_dir=tmp_path)  # fmt: skip
+        assert "\x00" not in result.log
+
+
+@pytest.mark.parametrize("payload", ["null", "[]", "{}", '{"cubin_sha256": 1}'])
+def test_corrupt_cache_metadata_is_a_miss(tmp_path, payload):
+    spec = get_path("trsm_small")
+    opts = spec.compile_options("float32", "sm_90")
+    first = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    next(tmp_path.glob("*.json")).write_text(payload)
+    again = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    assert again.ok and not again.cached and again.cubin == first.cubin

@@ -10,6 +10,7 @@ import pytest
 
 from evaluator.champion import verify_champion
 from evaluator.pipeline import Evaluator
+from evaluator.screen import screen
 from seeds.registry import get_path
 
 pytestmark = pytest.mark.gpu
@@ -115,6 +116,28 @@ def test_bad_candidates_are_caught(evaluators, monkeypatch, source, status, chec
     assert report.combined_score == 0 and report.metrics()["combined_score"] == 0
     # The worker was replaced where needed: the seed still evaluates right after.
     assert ev.evaluate(SEED).status == "ok"
+
+
+CHEAT_WHEN_TIMED = (
+    _variant(
+        'extern "C" __global__ void __launch_bounds__',
+        '__device__ unsigned int kv_calls;\nextern "C" __global__ void __launch_bounds__',
+    )
+    .replace(
+        "const int tid = warp * KV_WARP + lane;",
+        "const int tid = warp * KV_WARP + lane;\n"
+        "  if (tid == 0 && blockIdx.x == 0) atomicAdd(&kv_calls, 1u);",
+    )
+    .replace(STORE, "if (*(volatile unsigned int*)&kv_calls > 80) return; " + STORE)
+)
+
+
+def test_kernel_that_skips_work_only_while_timed_is_caught(evaluators):
+    """Correct for its first 80 launches (all of verification), then it stops storing X."""
+    assert CHEAT_WHEN_TIMED.count("kv_calls") == 3 and screen(CHEAT_WHEN_TIMED, SEED) is None
+    report = evaluators("float64").evaluate(CHEAT_WHEN_TIMED)
+    assert report.status == "wrong" and report.failure.check.startswith("timed_output_")
+    assert report.combined_score == 0
 
 
 def test_champion_checks_pass_for_the_seed():

@@ -2,7 +2,7 @@
 
 CuPy's cuBLAS wrappers raise under CUDA stream capture, so timing cuBLAS over a
 replayed graph calls libcublas's ``cublas?trsm_v2`` directly on a handle bound to the capturing
-stream (docs/CONTRACTS.md, ../shared/DESIGN.md "Timing").
+stream (docs/CONTRACTS.md, docs/DESIGN.md "Timing").
 """
 
 from __future__ import annotations
