@@ -6,7 +6,7 @@ import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -25,6 +25,12 @@ def get_session(request: Request) -> Iterator[Session]:
 
 # scope="function": commit before the response is sent, so a 200 means the write is durable.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+# Row ids are 32-bit signed integers (PostgreSQL ``integer``): a larger id cannot exist, and
+# binding one would fail in the driver, so it is a 422 with the bound, not a 500.
+MAX_ID = 2**31 - 1
+ProgramId = Annotated[int, Path(ge=1, le=MAX_ID, description="program id")]
+JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="job id")]
 
 
 def _unauthorized(detail: str) -> HTTPException:

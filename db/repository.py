@@ -333,7 +333,8 @@ def record_evaluation(
     ``score`` is the combined score (0 when a check failed); ``state`` is ``scored``, ``failed``
     or ``verified``; ``error_kind`` (the report's status, e.g. ``compile_error``) is required when
     the state is ``failed``. NaN and ±inf inside the report are stored as the strings "NaN",
-    "Infinity" and "-Infinity" (JSON has no such numbers).
+    "Infinity" and "-Infinity" (JSON has no such numbers); NUL characters are removed from its
+    strings (PostgreSQL's jsonb refuses them).
 
     Raises:
         NotFoundError: no program ``program_id``.
@@ -373,11 +374,14 @@ def record_evaluation(
 def _json_safe(value: Any) -> Any:
     """``value`` with NaN and ±inf floats replaced by the strings "NaN", "Infinity", "-Infinity":
     JSON has no such numbers, PostgreSQL's jsonb refuses them and API responses could not carry
-    them, yet a wrong kernel's residual is often NaN."""
+    them, yet a wrong kernel's residual is often NaN. NUL characters are removed from every
+    string (keys too): PostgreSQL's jsonb refuses ``\u0000``, and compiler logs can hold one."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, str):
+        return value.replace("\x00", "")
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k).replace("\x00", ""): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     return value

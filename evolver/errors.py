@@ -33,3 +33,7 @@ class JobFailedError(EvolverError, RuntimeError):
     The message is one line; the original exception is the ``__cause__`` and the details are in
     the job's OpenEvolve log.
     """
+
+
+class WorkDirError(EvolverError, RuntimeError):
+    """The work folder (``KERNEVO_WORK_DIR`` or ``--work-dir``) cannot be created or written."""

@@ -117,6 +117,22 @@ def validate_job_config(data: dict[str, Any], source: str = "job config") -> Job
         raise JobConfigError(_one_line(error, source)) from None
 
 
+def _yaml_reason(error: yaml.YAMLError) -> str:
+    """A YAML syntax error as one line that keeps where it is (1-based line and column)."""
+
+    def at(mark: Any) -> str:
+        return f"line {mark.line + 1}, column {mark.column + 1}"
+
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        reason = f"invalid YAML at {at(error.problem_mark)}: {error.problem or 'syntax error'}"
+        if error.context:
+            where = f" at {at(error.context_mark)}" if error.context_mark is not None else ""
+            reason += f" ({error.context}{where})"
+        return " ".join(reason.split())
+    text = " ".join(str(error).split())
+    return f"invalid YAML: {text or type(error).__name__}"
+
+
 def load_job_config(
     file: Path | None, overrides: dict[str, Any], defaults: dict[str, Any] | None = None
 ) -> JobConfig:
@@ -132,10 +148,15 @@ def load_job_config(
     if file is not None:
         source = str(file)
         try:
-            loaded = yaml.safe_load(Path(file).read_text())
-        except (OSError, yaml.YAMLError) as error:
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise JobConfigError(f"{source}: cannot read job config: {reason}") from None
+            text = Path(file).read_text()
+        except OSError as error:
+            raise JobConfigError(
+                f"{source}: cannot read job config: {error.strerror or error}"
+            ) from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise JobConfigError(f"{source}: {_yaml_reason(error)}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

@@ -20,7 +20,10 @@ A parent is always recorded before its children: a program can only be sampled a
 the checkpoint was written (tracing precedes checkpointing in OpenEvolve's loop), so a resumed
 job's parents are all present. ``record_program`` is idempotent on the OpenEvolve program id.
 
-Evaluations come from the evaluator's full report, ``$KERNEVO_REPORT_DIR/<sha256 of source>.json``.
+Evaluations come from the evaluator's full report, ``$KERNEVO_REPORT_DIR/<sha256 of source>.json``:
+status ``ok`` is a ``scored`` evaluation, ``compiled`` (a compile-only evaluation that compiled)
+a ``scored`` one with score 0 and no error kind, any other status a ``failed`` one whose
+``error_kind`` is the status.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from openevolve.population import PopulationSnapshot, PopulationStrategy, Progra
 from sqlalchemy import Engine, select
 
 SEED_BACKEND = "seed"
+# Report status of a compile-only evaluation that compiled (no GPU: nothing ran, score 0).
+COMPILED_STATUS = "compiled"
 MIGRATION_BACKEND = "migration"
 # Stored in place of a diff for iterations that produced no program: what the LLM answered.
 _MAX_RESPONSE_CHARS = 64_000
@@ -71,7 +76,8 @@ class Recorded:
 
     ``kind`` "lost" is an iteration that failed before its parent was known (a crashed worker,
     OpenEvolve's own timeout): nothing could be recorded for it. ``score`` is the combined score
-    (0 on failure); ``speedup`` the speedup at the largest timed shape.
+    (0 on failure); ``speedup`` the speedup at the largest timed shape; ``status`` the
+    evaluation report's status (``ok``, ``compiled``, ``compile_error``, …) when there was one.
     """
 
     kind: RecordKind
@@ -83,6 +89,7 @@ class Recorded:
     error_kind: str | None = None
     check: str | None = None
     new: bool = True
+    status: str | None = None
 
 
 def source_sha256(source: str) -> str:
@@ -138,6 +145,11 @@ class _Evaluation:
     speedup: float
     state: str
     error_kind: str | None
+
+    @property
+    def status(self) -> str:
+        """The report's status (``ok``, ``compiled``, ``compile_error``, …)."""
+        return str(self.report.get("status", "infra_error"))
 
     @property
     def check(self) -> str | None:
@@ -352,6 +364,7 @@ class LineageRecorder:
                 error_kind=evaluation.error_kind if evaluation else None,
                 check=evaluation.check if evaluation else None,
                 new=created,
+                status=evaluation.status if evaluation else None,
             )
         )
 
@@ -386,13 +399,15 @@ class LineageRecorder:
             }
         status = str(report.get("status", "infra_error"))
         ok = status == "ok"
+        # A compile-only evaluation that compiled is no failure (nothing ran, so score 0).
+        passed = ok or status == COMPILED_STATUS
         score = float(report.get("combined_score") or 0.0) if ok else 0.0
         return _Evaluation(
             report=report,
             score=score,
             speedup=_metric(metrics, "speedup_64") if ok else 0.0,
-            state="scored" if ok else "failed",
-            error_kind=None if ok else status,
+            state="scored" if passed else "failed",
+            error_kind=None if passed else status,
         )
 
     def _lookup(self, uid: str) -> tuple[str | None, int]:

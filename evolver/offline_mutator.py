@@ -4,8 +4,16 @@ Plugged into OpenEvolve through ``LLMModelConfig.init_client``. It reads the par
 the user prompt OpenEvolve sends (the ``# Current Program`` fenced block of the diff template),
 parses its ``// tune:`` declarations with :func:`seeds.tunables.parse_tunables`, and answers with
 one SEARCH/REPLACE block per moved tunable, in OpenEvolve's diff format. Each answer moves one or
-two tunables to other declared values, drawn from a generator seeded by the request's ``seed``
-(OpenEvolve derives it from the job seed and the iteration), so a job is reproducible.
+two tunables to other declared values.
+
+What is seeded, and what is not: the moves are drawn from a generator seeded by the request's
+``seed``, which OpenEvolve derives from the job's ``seed`` and the iteration number, so the same
+parent at the same iteration of a job with the same seed always gets the same diff. Which parent
+(and which inspirations) an iteration is given is *not* reproducible: OpenEvolve samples them
+when it submits the iteration, from a population that depends on which earlier iterations had
+finished by then (two are in flight at a time) and, on a GPU, on measured timings that vary from
+run to run. Two runs of the same job therefore explore different lineages; each mutation, given
+its parent and iteration, is reproducible, a whole job is not.
 """
 
 from __future__ import annotations

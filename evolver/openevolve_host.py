@@ -3,7 +3,8 @@
 OpenEvolve reads its workers' environment from ``os.environ`` when its pool starts, adds handlers
 to the root logger, and installs SIGINT/SIGTERM handlers that it never removes. These context
 managers scope each of those to one run, so a second job in the same process (the tests) starts
-clean and a Ctrl-C after the run does not call into a stopped controller.
+clean and a Ctrl-C after the run does not call into a stopped controller; ``noting_signals``
+tells the runner when a run ended early because of a signal.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 def evaluation_file() -> str:
@@ -90,3 +92,50 @@ def signal_handlers_restored() -> Iterator[None]:
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+class _NotingSignalModule:
+    """Stands in for the ``signal`` module inside ``openevolve.controller``: every handler
+    OpenEvolve installs is wrapped so the signal number is noted before it runs."""
+
+    def __init__(self, real: Any, received: list[int]) -> None:
+        self._real = real
+        self._received = received
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def signal(self, signalnum: int, handler: Any) -> Any:
+        if not callable(handler):
+            return self._real.signal(signalnum, handler)
+        received = self._received
+
+        def noting(signum: int, frame: Any) -> None:
+            received.append(signum)
+            try:
+                handler(signum, frame)
+            except SystemExit:
+                # OpenEvolve's second Ctrl-C calls sys.exit(0); a user's interrupt is not a
+                # success, so it surfaces as KeyboardInterrupt (the job is marked failed).
+                raise KeyboardInterrupt from None
+
+        return self._real.signal(signalnum, noting)
+
+
+@contextmanager
+def noting_signals() -> Iterator[list[int]]:
+    """Yield a list that collects the signals (SIGINT, SIGTERM) OpenEvolve's ``run`` receives.
+
+    OpenEvolve turns the first Ctrl-C or SIGTERM into a graceful shutdown and returns from
+    ``run`` as if the run had ended; the list tells the runner it was interrupted, and by which
+    signal. OpenEvolve's second Ctrl-C (``sys.exit(0)``) raises ``KeyboardInterrupt`` instead.
+    """
+    import openevolve.controller as controller
+
+    received: list[int] = []
+    real = controller.signal
+    controller.signal = _NotingSignalModule(real, received)  # type: ignore[assignment]
+    try:
+        yield received
+    finally:
+        controller.signal = real

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from evolver.lineage import Recorded
+from evolver.lineage import COMPILED_STATUS, Recorded
 
 # Seconds between heartbeats while an iteration runs (an evaluation can take minutes).
 HEARTBEAT_INTERVAL_S = 30.0
@@ -121,6 +121,8 @@ class ProgressReporter:
             "lost": "lost",
         }[rec.kind]
         result = f"score {rec.score:.3f}"
+        if rec.status == COMPILED_STATUS and not rec.error_kind:
+            result = "compiled"  # compile-only: nothing ran, so there is no score to show
         if rec.error_kind:
             result = f"{rec.error_kind} ({rec.check})" if rec.check else rec.error_kind
         return (

@@ -14,7 +14,10 @@ artifacts, evolution trace), ``job.lock``.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from sqlalchemy import Engine, func, select
 from evolver import openevolve_host as host
 from evolver.champion import MIN_CHAMPION_SCORE, promote_best
 from evolver.checkpoints import Checkpoint, JobLock, latest_checkpoint
-from evolver.errors import EvolverError, JobFailedError, ResumeError
+from evolver.errors import EvolverError, JobFailedError, ResumeError, WorkDirError
 from evolver.gpu import GpuFacts, query_gpu
 from evolver.job_config import JobConfig, validate_job_config
 from evolver.lineage import LineageRecorder, RecordContext
@@ -45,7 +48,8 @@ Write = Callable[[str], None]
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """How a run of a job ended. ``state`` is the job row's state afterwards."""
+    """How a run of a job ended. ``state`` is the job row's state afterwards; ``signal`` is the
+    signal (SIGINT, SIGTERM) that stopped the run before its last iteration, if one did."""
 
     job_id: int
     state: str
@@ -54,6 +58,26 @@ class JobOutcome:
     best_speedup: float
     programs_recorded: int
     message: str
+    signal: int | None = None
+
+
+def _prepare_work_root(work_dir: Path) -> Path:
+    """Create the work folder (``KERNEVO_WORK_DIR``) and check it is writable, before any job row
+    exists, so a bad folder leaves nothing behind in the store.
+
+    Raises:
+        WorkDirError: one line: the folder cannot be created or is not writable.
+    """
+    root = work_dir.expanduser().resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise WorkDirError(
+            f"work folder {root} cannot be created: {error.strerror or error}"
+        ) from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise WorkDirError(f"work folder {root} is not writable")
+    return root
 
 
 def _preflight(job: JobConfig, settings: EvolverSettings) -> tuple[GpuFacts | None, LLMBackend]:
@@ -75,7 +99,9 @@ def start_job(
     """Create and run a new job.
 
     Raises:
-        NoGpuError, LLMEndpointError, StoreError: before the job row exists.
+        NoGpuError, LLMEndpointError, WorkDirError, StoreError: before the job row exists.
+        WorkDirError: the job's own folder cannot be created or locked; the row is then
+            marked ``failed``.
         JobFailedError: an unexpected error after; the job row is then marked ``failed``
             (resumable).
     """
@@ -83,6 +109,7 @@ def start_job(
     from db.session import session_scope
 
     gpu, backend = _preflight(job, settings)
+    _prepare_work_root(settings.work_dir)
     engine = open_store(database_url)
     spec = get_path(job.path)
     # Record the endpoint actually used, so a resume does not depend on the environment then.
@@ -121,7 +148,7 @@ def resume_job(
 
     Raises:
         ResumeError: no such job, a finished one, a running one, or another GPU model.
-        NoGpuError, LLMEndpointError, StoreError, JobConfigError: one line.
+        NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError: one line.
     """
     from db import repository
     from db.session import session_scope
@@ -156,6 +183,7 @@ def resume_job(
         job_id, gpu_key = row.id, row.gpu_key
         best_score, best_speedup = row.best_score, row.best_speedup
     gpu, backend = _preflight(job, settings)
+    _prepare_work_root(settings.work_dir)
     here = gpu.key if gpu else NO_GPU_KEY
     if here != gpu_key:
         raise ResumeError(f"job {job_id} ran on {gpu_key}; this job now would run on {here}")
@@ -194,12 +222,17 @@ def _run(
     best_score: float | None = None,
     best_speedup: float | None = None,
 ) -> JobOutcome:
-    from db import repository
-    from db.session import session_scope
-
     spec = get_path(job.path)
     work = (settings.work_dir / f"job-{job_id}").resolve()
-    with JobLock(work, job_id):
+    with ExitStack() as held:
+        try:
+            held.enter_context(JobLock(work, job_id))
+        except OSError as error:  # not "held by another process": that is a ResumeError
+            _mark_failed(engine, job_id, "error")
+            raise WorkDirError(
+                f"job {job_id}: work folder {work} cannot be created or locked: "
+                f"{error.strerror or error}"
+            ) from None
         try:
             return _run_locked(
                 job,
@@ -216,17 +249,7 @@ def _run(
         except BaseException as error:
             # Mark the job failed (resumable) unless it was cancelled meanwhile.
             interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit
-            try:
-                with session_scope(engine) as s:
-                    if repository.get_job(s, job_id).state != "cancelled":
-                        repository.update_job_progress(
-                            s,
-                            job_id,
-                            state="failed",
-                            last_failure_kind="interrupted" if interrupted else "error",
-                        )
-            except Exception:  # the store may be what failed; the original error matters more
-                pass
+            _mark_failed(engine, job_id, "interrupted" if interrupted else "error")
             if interrupted or isinstance(error, EvolverError):
                 raise
             reason = str(error).splitlines()[0] if str(error) else ""
@@ -234,6 +257,21 @@ def _run(
                 f"job {job_id} ({spec.path_id} {job.dtype}) failed: {type(error).__name__}: "
                 f"{reason}; resume with 'kernevo evolve --resume {job_id}'"
             ) from error
+
+
+def _mark_failed(engine: Engine, job_id: int, kind: str) -> None:
+    """Mark the job ``failed`` (resumable) with ``last_failure_kind`` ``kind``, unless it was
+    cancelled meanwhile; a store error here is swallowed (the store may be what failed, and the
+    original error matters more)."""
+    from db import repository
+    from db.session import session_scope
+
+    try:
+        with session_scope(engine) as s:
+            if repository.get_job(s, job_id).state != "cancelled":
+                repository.update_job_progress(s, job_id, state="failed", last_failure_kind=kind)
+    except Exception:
+        pass
 
 
 def _run_locked(
@@ -330,6 +368,7 @@ def _run_locked(
     }
     failure: str | None = None
     final: tuple[str, str, dict[str, float]] | None = None
+    received: list[int] = []
     with host.environment(env), host.scoped_logging():
         config = build_config(
             job,
@@ -348,7 +387,11 @@ def _run_locked(
             )
         recorder.bind(oe)
         if remaining > 0:
-            with Heartbeat(reporter), host.signal_handlers_restored():
+            with (
+                Heartbeat(reporter),
+                host.signal_handlers_restored(),
+                host.noting_signals() as received,
+            ):
                 try:
                     best = asyncio.run(
                         oe.run(
@@ -373,7 +416,7 @@ def _run_locked(
             float(metrics.get("speedup_64") or 0.0),
         )
         reporter.promote_now()
-    return _finish(engine, job_id, job, reporter, failure, write)
+    return _finish(engine, job_id, job, reporter, failure, write, received[0] if received else None)
 
 
 def _header(
@@ -405,12 +448,14 @@ def _finish(
     reporter: ProgressReporter,
     failure: str | None,
     write: Write,
+    signum: int | None = None,
 ) -> JobOutcome:
     """Write the job's final state and progress, print the summary line.
 
     ``complete`` when every iteration ran; ``cancelled`` when the API cancelled it (the row
     already says so and is final); ``failed`` when no iteration produced a program or the run
-    was interrupted (Ctrl-C, SIGTERM): failed jobs can be resumed.
+    was interrupted (Ctrl-C, SIGTERM; ``signum`` is the signal OpenEvolve received, if any):
+    failed jobs can be resumed.
     """
     from db import repository
     from db.session import session_scope
@@ -425,8 +470,9 @@ def _finish(
     else:
         interrupted = True
         state = "failed"
+        by = f" by {signal.Signals(signum).name}" if signum is not None else ""
         message = (
-            f"job {job_id} stopped at iteration {reporter.iteration} of {job.iterations}; "
+            f"job {job_id} stopped{by} at iteration {reporter.iteration} of {job.iterations}; "
             f"resume with 'kernevo evolve --resume {job_id}'"
         )
     with session_scope(engine) as s:
@@ -454,4 +500,5 @@ def _finish(
         reporter.best_speedup,
         programs,
         message,
+        signum if interrupted else None,
     )

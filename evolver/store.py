@@ -48,3 +48,48 @@ def open_store(url: str) -> Engine:
     except (SQLAlchemyError, CommandError, OSError, ValueError, ImportError) as error:
         raise StoreError(f"database {display_url(url)}: {_reason(error)}") from None
     return engine
+
+
+def open_existing_store(url: str) -> Engine:
+    """An engine on the lineage store at ``url``, which must already exist at the newest schema.
+
+    For read-only commands (``kernevo jobs``): nothing is created or migrated, neither a SQLite
+    file nor its folder nor a table; only ``kernevo evolve`` and ``kernevo serve`` do that.
+
+    Raises:
+        StoreError: one line: the URL does not parse, the SQLite file does not exist, the server
+            is unreachable, or the database is not at this kernevo's schema.
+    """
+    from pathlib import Path
+
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from db.migrate import head_revision
+    from db.session import make_engine
+
+    shown = display_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise StoreError(f"database {shown}: {_reason(error)}") from None
+    hint = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if not database or database == ":memory:":
+            raise StoreError(f"database {shown}: an in-memory database holds no jobs")
+        if not database.startswith("file:") and not Path(database).expanduser().is_file():
+            raise StoreError(f"database {shown}: no such file {database} ({hint})")
+    try:
+        engine = make_engine(url)
+        with engine.connect() as connection:
+            revision = MigrationContext.configure(connection).get_current_revision()
+    except (SQLAlchemyError, OSError, ValueError, ImportError) as error:
+        raise StoreError(f"database {shown}: {_reason(error)}") from None
+    head = head_revision()
+    if revision != head:
+        engine.dispose()
+        found = "has no kernevo tables" if revision is None else f"is at schema {revision}"
+        raise StoreError(f"database {shown}: {found}, not {head} ({hint})")
+    return engine

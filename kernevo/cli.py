@@ -6,14 +6,18 @@ jobs and their progress. Each subcommand imports what it needs inside itself, so
 kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
 
 Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
-endpoint or service, wrong database URL) print one line on stderr and exit 1; set
-``KERNEVO_DEBUG=1`` to see the traceback too.
+endpoint or service, wrong database URL, a work folder that cannot be written, a port in use)
+print one line on stderr and exit 1; usage errors exit 2; a job stopped by Ctrl-C exits 130
+(128 + the signal number for SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import multiprocessing
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -21,7 +25,14 @@ from typing import Any, NoReturn
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
+if multiprocessing.current_process().name != "MainProcess":
+    # A process-pool worker of ``kernevo evolve``: a spawned worker imports the main module (this
+    # one) after taking its own process name. Ctrl-C reaches the whole process group; the job's
+    # process stops the run and terminates its workers, so a worker ignores SIGINT rather than
+    # die mid-evaluation with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class CliError(Exception):
@@ -48,6 +59,7 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
     found: list[type[BaseException]] = [
         CliError,
+        OSError,  # infrastructure: a folder that cannot be written, a port in use
         EvolverError,
         UnknownPathError,
         UnknownOpError,
@@ -117,6 +129,8 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
             args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
         )
         outcome = start_job(job, settings=settings, database_url=database_url, write=write)
+    if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
+        return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
 
 
@@ -142,8 +156,54 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     url = args.database_url or DatabaseSettings().database_url
     open_store(url).dispose()  # migrate to the head first: the service never alters the schema
-    uvicorn.run(create_app(url), host=args.host, port=args.port)
+    # Bind here, so a port in use or an unknown host is one line (uvicorn would log it and
+    # exit 3).
+    sock = _listen(args.host, args.port)
+    try:
+        config = uvicorn.Config(create_app(url), host=args.host, port=args.port)
+        server = uvicorn.Server(config)
+        scheme_host = f"[{args.host}]" if ":" in args.host else args.host
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", scheme_host, args.port
+        )
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise CliError(f"the service on {args.host}:{args.port} did not start")
     return 0
+
+
+def _listen(host: str, port: int) -> Any:
+    """A socket bound to ``host``:``port`` as uvicorn binds one (IPv6 when the host has a
+    colon, ``SO_REUSEADDR``).
+
+    Raises:
+        CliError: one line: the port is in use, or the host is not an address of this machine.
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _port(text: str) -> int:
+    """``--port``: a TCP port number, 1 to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 1..65535, not {value}")
+    return value
 
 
 # --- best --------------------------------------------------------------------------------------
@@ -229,9 +289,9 @@ def _cmd_best(args: argparse.Namespace) -> int:
 def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str, Any]]:
     from db import repository
     from db.session import session_scope
-    from evolver.store import open_store
+    from evolver.store import open_existing_store
 
-    engine = open_store(url)
+    engine = open_existing_store(url)  # read-only: never creates a database or a folder
     try:
         with session_scope(engine) as s:
             jobs = repository.list_jobs(s, state=state, limit=limit)
@@ -333,7 +393,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the REST service")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=_port, default=8000, help="1..65535 (default 8000)")
     serve.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
     serve.set_defaults(func=_cmd_serve)
 

@@ -117,3 +117,20 @@ def test_patch_of_a_complete_job_is_409(
     )
     assert response.status_code == 409
     assert response.json()["detail"] == f"job {seeded.job_id} is complete; cannot become cancelled"
+
+
+@pytest.mark.parametrize("job_id", ["2147483648", "99999999999999999999", "0", "-1"])
+def test_out_of_range_job_ids_are_422(api_client: TestClient, api_token: str, job_id: str) -> None:
+    """Ids are 32-bit: a larger one (or one below 1) cannot exist and is refused with the bound,
+    never passed to the database (PostgreSQL would fail with NumericValueOutOfRange)."""
+    auth = {"Authorization": f"Bearer {api_token}"}
+    for response in (
+        api_client.get(f"/v1/jobs/{job_id}"),
+        api_client.patch(f"/v1/jobs/{job_id}", json={"state": "cancelled"}, headers=auth),
+    ):
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["path", "job_id"]
+    largest = api_client.get(f"/v1/jobs/{2**31 - 1}")
+    assert largest.status_code == 404
+    assert largest.json()["detail"] == f"job {2**31 - 1} not found"

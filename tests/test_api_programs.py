@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+import pytest
 from fastapi.testclient import TestClient
 
 if TYPE_CHECKING:
@@ -60,3 +61,16 @@ def test_unknown_program_is_404(api_client: TestClient) -> None:
         response = api_client.get(url)
         assert response.status_code == 404
         assert response.json()["detail"] == "program 424242 not found"
+
+
+@pytest.mark.parametrize("program_id", ["2147483648", "99999999999999999999", "0", "-1"])
+def test_out_of_range_program_ids_are_422(api_client: TestClient, program_id: str) -> None:
+    """Ids are 32-bit: a larger one (or one below 1) is refused with the bound, never passed to
+    the database (PostgreSQL would fail with NumericValueOutOfRange, SQLite with OverflowError)."""
+    for url in (f"/v1/programs/{program_id}", f"/v1/programs/{program_id}/lineage"):
+        response = api_client.get(url)
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["path", "program_id"]
+    for url in (f"/v1/programs/{2**31 - 1}", f"/v1/programs/{2**31 - 1}/lineage"):
+        assert api_client.get(url).status_code == 404

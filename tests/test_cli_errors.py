@@ -4,6 +4,7 @@ a non-zero exit, never a traceback."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -216,3 +217,127 @@ def test_jobs_lists_a_finished_compile_only_job(tmp_path: Path) -> None:
     assert header.split()[:3] == ["id", "path", "dtype"]
     assert row.split()[:6] == ["1", "trsm_small", "complex64", "none", "complete", "2/2"]
     assert row.split()[-1] == "offline/offline-mutator"
+
+
+def test_an_unwritable_work_folder_is_one_line_and_leaves_no_job(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    args = ["evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only"]
+    for _ in range(2):
+        done = _kernevo(*args, "--work-dir", str(blocker / "runs"), tmp_path=tmp_path)
+        assert done.returncode == 1
+        line = _one_line_error(done)
+        assert line == f"kernevo: work folder {blocker / 'runs'} cannot be created: Not a directory"
+    assert not (tmp_path / "lineage.db").exists()  # no job row, not even a database
+
+
+def test_serve_port_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
+    for port in ("99999", "0", "http"):
+        done = _kernevo("serve", "--port", port, tmp_path=tmp_path)
+        assert done.returncode == 2
+        assert _one_line_error(done).startswith("kernevo serve: error: argument --port: ")
+    assert not (tmp_path / "lineage.db").exists()
+
+
+def test_serve_on_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _kernevo("serve", "--port", str(port), tmp_path=tmp_path)
+    assert done.returncode == 1
+    assert (
+        _one_line_error(done)
+        == f"kernevo: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+
+
+def test_a_yaml_syntax_error_names_its_line(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("path: trsm_small\ndtype: [float32\nislands: 4\n")
+    done = _kernevo("evolve", "--config", str(job), tmp_path=tmp_path)
+    assert done.returncode == 1
+    assert _one_line_error(done) == (
+        f"kernevo: {job}: invalid YAML at line 3, column 8: expected ',' or ']', but got ':' "
+        "(while parsing a flow sequence at line 2, column 8)"
+    )
+
+
+def test_read_only_commands_create_no_database_or_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    done = _kernevo("jobs", "--database-url", f"sqlite:///{missing}", tmp_path=tmp_path)
+    assert done.returncode == 1
+    assert _one_line_error(done) == (
+        f"kernevo: database sqlite:///{missing}: no such file {missing} "
+        "('kernevo evolve' or 'kernevo serve' creates and migrates it)"
+    )
+    assert not (tmp_path / "no").exists()
+    done = _kernevo("jobs", tmp_path=tmp_path)  # KERNEVO_DATABASE_URL: tmp_path/lineage.db
+    assert "no such file" in _one_line_error(done)
+    done = _kernevo(
+        "best",
+        "--dtype",
+        "float64",
+        "--m",
+        "8",
+        "--n",
+        "8",
+        "--gpu",
+        "nvidia-h200",
+        tmp_path=tmp_path,
+    )
+    assert "unreachable" in _one_line_error(done)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_stops_a_job_cleanly_and_exits_130(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine, func, select, text
+    from sqlalchemy.orm import Session
+
+    from db.models import Job, Program
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "kernevo.cli", "evolve", "--path", "trsm_small"]
+        + ["--dtype", "float32", "--compile-only", "--iterations", "1000"]
+        + ["--database-url", url, "--work-dir", str(tmp_path / "runs")],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
+    )
+    engine = create_engine(url)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert job.poll() is None, job.communicate()
+            try:
+                with Session(engine) as s:
+                    s.execute(text("SELECT 1 FROM alembic_version"))
+                    if (s.scalar(select(func.count(Program.id))) or 0) >= 5:
+                        break
+            except Exception:  # not created or migrated yet
+                pass
+            time.sleep(0.05)
+        else:
+            pytest.fail("the job recorded too few programs in time")
+        os.killpg(job.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        out, err = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, out[-2000:] + err
+    assert err == ""  # no traceback, neither from the job nor from its pool workers
+    last = out.splitlines()[-1]
+    assert last.startswith("job 1 stopped by SIGINT at iteration ")
+    assert "resume with 'kernevo evolve --resume 1'" in last
+    with Session(engine) as s:
+        row = s.get(Job, 1)
+        assert row is not None
+        assert (row.state, row.last_failure_kind) == ("failed", "interrupted")
+        assert 1 <= row.iteration < 1000
+    engine.dispose()

@@ -334,6 +334,38 @@ def test_non_finite_numbers_in_a_report_are_stored_as_strings(db_session: Sessio
         repo.update_job_progress(db_session, program.job_id, best_speedup=float("inf"))
 
 
+def test_nul_characters_in_a_report_are_removed(db_session: Session) -> None:
+    """NVRTC logs can hold a NUL, which PostgreSQL's jsonb refuses (``\\u0000``): every string
+    of the report, keys and nested lists included, is stored without it, on both backends."""
+    program, _ = _program(db_session, _job(db_session, config={"note\x00": "a\x00b"}), "nul")
+    log = "kernel.cu(3): error: expected a ';'\x00\n1 error detected"
+    report = {
+        "status": "compile_error",
+        "compile": {"log": log, "options": ["-arch=sm_90\x00"]},
+        "failure": {"check": "compile", "detail\x00": log},
+    }
+    for report_json in (report, json.dumps(report)):
+        ev = repo.record_evaluation(
+            db_session,
+            program_id=program.id,
+            report_json=report_json,
+            score=0.0,
+            state="failed",
+            error_kind="compile_error",
+            **GPU,
+            **VERSIONS,
+        )
+        db_session.flush()
+        db_session.expire(ev)
+        clean = log.replace("\x00", "")
+        assert ev.report["compile"] == {"log": clean, "options": ["-arch=sm_90"]}
+        assert ev.report["failure"] == {"check": "compile", "detail": clean}
+    job = db_session.get(Job, program.job_id)
+    assert job is not None
+    db_session.expire(job)
+    assert job.config == {"note": "ab"}
+
+
 # --- champions --------------------------------------------------------------------------------
 
 

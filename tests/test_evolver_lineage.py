@@ -155,3 +155,47 @@ def test_admit_trace_failure_and_flush(recorder: Harness, tmp_path: Path) -> Non
         (6, "llm_error", seed.id, None),
     ]
     assert heard[-1] == Recorded("lost", 7, error_kind="infra_error")
+
+
+def test_a_compile_only_success_is_scored_not_failed(recorder: Harness, tmp_path: Path) -> None:
+    from evolver.progress import ProgressReporter
+
+    rec, heard, engine = recorder
+    compiled = {
+        "status": "compiled",
+        "stage": "compile",
+        "combined_score": 0.0,
+        "failure": None,
+        "compile": {"nvrtc_version": "13.0", "arch": "sm_90", "registers": 30},
+    }
+    broken = {
+        "status": "compile_error",
+        "stage": "compile",
+        "combined_score": 0.0,
+        "failure": {"check": "compile", "detail": "error: expected a ';'"},
+    }
+    reports = tmp_path / "reports"
+    (reports / f"{source_sha256(SEED)}.json").write_text(json.dumps(compiled))
+    (reports / f"{source_sha256(CHILD)}.json").write_text(json.dumps(broken))
+    lines: list[str] = []
+    progress = ProgressReporter(engine, rec.ctx.job_id, 2, write=lines.append, stop=lambda: None)
+    rec = LineageRecorder(rec.ctx, progress, lambda: None)
+
+    rec._admit(SimpleNamespace(last_iteration=0), _state("seed", SEED, None, 0), 0)
+    child = SimpleNamespace(
+        id="c1", code=CHILD, parent_id="seed", generation=1, metadata={}, metrics={}
+    )
+    rec.on_trace(1, child, None)
+
+    rows = _programs(engine)
+    _, (seed_eval,) = rows["seed"]
+    assert (seed_eval.state, seed_eval.error_kind, seed_eval.score) == ("scored", None, 0.0)
+    assert seed_eval.report["status"] == "compiled"
+    _, (child_eval,) = rows["c1"]
+    assert (child_eval.state, child_eval.error_kind) == ("failed", "compile_error")
+    job = f"job {rec.ctx.job_id}"
+    assert lines == [
+        f"{job} | iter 0/2 | seed: compiled | best 0.000 (speedup_64 0.00x) | last failure: -",
+        f"{job} | iter 1/2 | child: compile_error (compile) | best 0.000 (speedup_64 0.00x) "
+        "| last failure: compile_error",
+    ]

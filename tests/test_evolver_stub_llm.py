@@ -168,15 +168,21 @@ def test_every_iteration_is_recorded_with_lineage_backend_and_failure_kind(
         for program in moved:
             assert program.diff and program.diff.startswith("--- ")
             assert "-#define TRSM_" in program.diff and "+#define TRSM_" in program.diff
-            # Compile-only: a kernel that compiles stops with "no GPU" (infra_error).
-            expected = "compile_error" if BROKEN in program.source else "infra_error"
+            # Compile-only: a kernel that compiles stops there, "compiled": scored 0, no failure.
+            expected = "compile_error" if BROKEN in program.source else None
             assert kinds[program.id] == expected
+        compiled = [e for e in evaluations if e.report["status"] == "compiled"]
+        assert compiled and all(
+            (e.state, e.error_kind, e.score) == ("scored", None, 0.0) for e in compiled
+        )
+        assert all(e.report["stage"] == "compile" for e in compiled)
+        assert all(e.state == "failed" for e in evaluations if e.error_kind is not None)
 
         # Progress and heartbeat reached the job row.
         assert job_row.state == "complete"
         assert job_row.iteration == ITERATIONS
         assert job_row.heartbeat_at is not None
-        assert job_row.last_failure_kind in ("compile_error", "diff_error", "infra_error")
+        assert job_row.last_failure_kind in ("compile_error", "diff_error")
         assert (job_row.backend, job_row.model) == ("openai-compatible", STUB_MODEL)
         assert job_row.config["llm"]["base_url"] == stub_llm.url
 
@@ -185,7 +191,13 @@ def test_every_iteration_is_recorded_with_lineage_backend_and_failure_kind(
     assert get_path("trsm_small").semantics in first[0]["content"]
     assert "## Last Execution Output" in first[1]["content"]
     assert any("### compile_log" in r["messages"][1]["content"] for r in stub_llm.requests)
-    assert sum(line.startswith(f"job {outcome.job_id} | iter ") for line in lines) == 1 + ITERATIONS
+    iteration_lines = [line for line in lines if line.startswith(f"job {outcome.job_id} | iter ")]
+    assert len(iteration_lines) == 1 + ITERATIONS
+    # A kernel that compiled is shown as such, not as a failure.
+    assert iteration_lines[0].startswith(
+        f"job {outcome.job_id} | iter 0/{ITERATIONS} | seed: compiled |"
+    )
+    assert iteration_lines[0].endswith("| last failure: -")
 
 
 def test_a_run_where_no_iteration_yields_a_program_fails_in_one_line(
@@ -211,6 +223,7 @@ def test_a_run_where_no_iteration_yields_a_program_fails_in_one_line(
     assert "\n" not in outcome.message
     with Session(create_engine(url)) as s:
         kinds = [e.error_kind for e in s.scalars(select(Evaluation).order_by(Evaluation.id))]
-        assert kinds == ["infra_error", "diff_error", "diff_error", "diff_error"]
+        # The seed compiled (no failure); every iteration after it produced no program.
+        assert kinds == [None, "diff_error", "diff_error", "diff_error"]
         job_row = s.get(Job, outcome.job_id)
         assert job_row is not None and job_row.state == "failed"

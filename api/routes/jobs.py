@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import SessionDep, TokenDep
+from api.deps import JobId, SessionDep, TokenDep
 from api.schemas import JobOut, JobPatch
 from db.repository import count_programs, get_job, list_jobs, set_job_state
 from db.states import JobState
@@ -27,14 +27,14 @@ def jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def job_detail(job_id: int, s: SessionDep) -> JobOut:
+def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
     """One job with its progress (404 when unknown)."""
     job = get_job(s, job_id)
     return JobOut.from_job(job, count_programs(s, [job.id])[job.id])
 
 
 @router.patch("/{job_id}", response_model=JobOut, dependencies=[TokenDep])
-def patch_job(job_id: int, body: JobPatch, s: SessionDep) -> JobOut:
+def patch_job(job_id: JobId, body: JobPatch, s: SessionDep) -> JobOut:
     """Cancel a job; the worker sees the state and stops. Needs the bearer token.
 
     401 without a valid token, 404 for an unknown job, 409 when the job is already complete,
