@@ -50,9 +50,20 @@ def promote_best(
     """
     from db import repository
     from db.models import Program
+    from db.repository import sha256_hex
     from db.session import session_scope
     from evaluator.champion import verify_champion
     from evaluator.compile import compile_cubin
+
+    with session_scope(engine) as s:
+        current = repository.best_champion(
+            s, path=spec.path_id, dtype=dtype, gpu_key=gpu_key, shape_bucket=spec.shape_bucket
+        )
+        same = current is not None and current.program.source_sha256 == sha256_hex(source)
+    if same:
+        # The same kernel under another program id (a migrant copy, or a child whose diff
+        # undid itself): verifying it again would only re-measure the champion.
+        return PromotionOutcome(False, f"champion kept: program {uid} is the champion's kernel")
 
     report = verify_champion(source, spec.path_id, dtype, gpu_index)
     data = json.loads(report.to_json())
