@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import subprocess
 
-from evaluator.pipeline import FULL_TIMEOUT_S, Evaluator
+from evaluator.pipeline import FULL_TIMEOUT_S, Evaluator, fresh_seeds
 from evaluator.report import CheckFailure, EvaluationReport
 from evaluator.tools import find_tool, run_candidate_under
 from evaluator.worker import TaskError, WorkerFault, WorkerTimeout, gpu_lock
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 SANITIZER_SHAPE = (33, 31)
-HELD_OUT_SEEDS = [101, 102, 103]
+HELD_OUT_SEED_COUNT = 3
 DETERMINISM_REPEATS = 5
 
 
@@ -67,7 +67,7 @@ def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> Ev
             "path_id": path_id,
             "dtype": dtype,
             "shapes": list(spec.held_out_shapes),
-            "seeds": HELD_OUT_SEEDS,
+            "seeds": fresh_seeds(HELD_OUT_SEED_COUNT),
             "growth": True,
             "determinism_shapes": [spec.timed_shapes[-1], SANITIZER_SHAPE],
             "repeats": DETERMINISM_REPEATS,

@@ -7,6 +7,7 @@ process (NVRTC needs no GPU); everything that touches the GPU runs in the :class
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,12 @@ from seeds.spec import check_dtype
 
 QUICK_TIMEOUT_S = 60.0
 FULL_TIMEOUT_S = 240.0
-VERIFY_SEEDS = [1, 2, 3]
+VERIFY_SEED_COUNT = 3
+
+
+def fresh_seeds(count: int) -> list[int]:
+    """Input seeds no candidate can know in advance (recorded in the report to reproduce)."""
+    return [secrets.randbelow(2**31) for _ in range(count)]
 
 
 def compile_info(result: CompileResult, kernel_name: str) -> CompileInfo:
@@ -110,7 +116,7 @@ class Evaluator:
             "path_id": self.spec.path_id,
             "dtype": self.dtype,
             "shapes": list(self.spec.quick_shapes),
-            "seeds": [0],
+            "seeds": self._seeds(report, 1),
             "growth": False,
         }
         report.stage = "quick"
@@ -124,7 +130,8 @@ class Evaluator:
             "path_id": self.spec.path_id,
             "dtype": self.dtype,
             "shapes": list(self.spec.verify_shapes),
-            "seeds": VERIFY_SEEDS,
+            "seeds": self._seeds(report, VERIFY_SEED_COUNT),
+            "timing": {"seed": self._seeds(report, 1)[0]},
             "growth": True,
             "timed_shapes": list(self.spec.timed_shapes),
             "recheck_shapes": list(self.spec.timed_shapes) + list(self.spec.quick_shapes),
@@ -144,6 +151,12 @@ class Evaluator:
         return self.stage2(report, cubin)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _seeds(report: EvaluationReport, count: int) -> list[int]:
+        seeds = fresh_seeds(count)
+        report.input_seeds.extend(seeds)
+        return seeds
 
     def _run_checks(
         self, report: EvaluationReport, task: dict[str, Any], timeout_s: float, phase: str

@@ -103,6 +103,8 @@ class EvaluationReport:
     phase_seconds: dict[str, float] = field(default_factory=dict)
     profile: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Seeds of the random inputs this evaluation drew (quick, verify, timing), to reproduce it.
+    input_seeds: list[int] = field(default_factory=list)
 
     def fail(self, status: str, failure: CheckFailure) -> EvaluationReport:
         """Mark this report failed (score 0) with ``status`` and its first failing check."""
