@@ -123,9 +123,12 @@ def _read_cache(path: Path) -> CompileResult | None:
             return None
         meta["resources"] = {k: KernelResources(**v) for k, v in meta["resources"].items()}
         meta["options"] = tuple(meta["options"])
-        return CompileResult(**meta, cubin=cubin, cached=True)
+        result = CompileResult(**meta, cubin=cubin, cached=True)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None  # missing, torn, tampered or from another schema: compile again
+    if not (isinstance(result.ok, bool) and isinstance(result.log, str) and result.ok):
+        return None
+    return result
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -189,6 +192,9 @@ def compile_cubin(
     )
     meta = result.summary()
     meta.pop("cached")
-    _atomic_write(cache.with_suffix(".cubin"), cubin)
-    _atomic_write(cache.with_suffix(".json"), json.dumps(meta).encode())
+    try:
+        _atomic_write(cache.with_suffix(".cubin"), cubin)
+        _atomic_write(cache.with_suffix(".json"), json.dumps(meta).encode())
+    except OSError:
+        pass  # the cache only saves time: an unwritable entry leaves the result as good
     return result

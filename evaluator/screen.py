@@ -2,11 +2,16 @@
 
 NVRTC resolves `#include` against the host's file system, so an include the screen misses can put
 any readable file (``/proc/self/environ`` included) into the compile log that the LLM and the
-service see. The include scan therefore works on what the preprocessor sees: line splices joined
-and comments removed by a scanner that respects string and character literals, every directive
-form that reads a file (`include`, `include_next`, `embed`, `import`, and the `__has_include`
-family) found wherever it is, and only a literal `#include <…>` of NVRTC's built-in headers let
-through. Raw string literals are refused outright: the scanner does not model them.
+service see. No candidate needs a header (the seed's prelude brings its own types), so the screen
+refuses every way of naming a file to the preprocessor, judged on what the preprocessor sees:
+
+* the source is tokenized after joining line splices — identifiers, preprocessing numbers (with
+  C++14 digit separators), string and character literals, comments — so comment markers inside
+  literals hide nothing and a `'` inside a number opens no literal;
+* lines end only at newline (form feed and vertical tab are blanks to the compiler);
+* refused: any `include`, `include_next`, `embed` or `import` directive (also behind `%:` or a
+  comment), any identifier starting with `__has` (the `__has_include` family), the `##` paste
+  operator (which could assemble one), and raw string literals (not modelled by the tokenizer).
 """
 
 from __future__ import annotations
@@ -17,27 +22,44 @@ from evaluator.report import CheckFailure
 from seeds.tunables import evolve_block_lines
 
 MAX_SOURCE_BYTES = 64 * 1024
-# NVRTC's built-in headers; nothing else exists on every machine (the wheel ships no others).
-ALLOWED_INCLUDES = frozenset({"cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h"})
 _FILE_DIRECTIVES = frozenset({"include", "include_next", "embed", "import"})
-_DIRECTIVE_RE = re.compile(r"^\s*(?:#|%:)\s*(\w+)(.*)$")  # %: is the digraph of #
-_ALLOWED_INCLUDE_RE = re.compile(r"^\s*<([\w.]+)>\s*$")
-_FILE_PROBES_RE = re.compile(r"__has_(include|include_next|embed)\b")
-_RAW_STRING_RE = re.compile(r'\b(u8|u|U|L)?R"')
+_DIRECTIVE_RE = re.compile(r"^[ \t\f\v]*(?:#|%:)[ \t\f\v]*(\w+)(.*)$")  # %: is the digraph of #
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_]\w*")
+# A preprocessing number: [.]digit then digits, letters, '_', '.', exponent signs and C++14
+# digit separators ('x where x is a digit or letter).
+_PP_NUMBER_RE = re.compile(r"\.?\d(?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*")
+_RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
 
 
-def preprocessor_view(source: str) -> str:
-    """``source`` after translation phases 2–3: splices joined, comments replaced by a space.
+def _outside_block(source: str) -> list[str]:
+    first, last = evolve_block_lines(source)
+    lines = source.splitlines()
+    return lines[: first - 1] + lines[last + 1 :]
 
-    String and character literals are kept as they are, so comment markers inside them do not
-    hide or invent text.
-    """
+
+def _file_failure(detail: str) -> CheckFailure:
+    return CheckFailure("include", None, None, None, detail + " (no candidate may name a file)")
+
+
+def preprocessor_view(source: str) -> str | CheckFailure:
+    """``source`` as the preprocessor tokenizes it, comments replaced by a space (newlines kept);
+    or the failure when it holds a raw string literal, which this tokenizer does not model."""
     text = source.replace("\\\r\n", "").replace("\\\n", "")
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c in "\"'":
+        if c.isalpha() or c == "_":
+            word = _IDENTIFIER_RE.match(text, i).group(0)  # type: ignore[union-attr]
+            if word in _RAW_PREFIXES and text.startswith('"', i + len(word)):
+                return _file_failure("raw string literals are not allowed")
+            out.append(word)
+            i += len(word)
+        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+            number = _PP_NUMBER_RE.match(text, i).group(0)  # type: ignore[union-attr]
+            out.append(number)
+            i += len(number)
+        elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
@@ -58,41 +80,26 @@ def preprocessor_view(source: str) -> str:
 
 
 def _file_access(source: str) -> CheckFailure | None:
-    if _RAW_STRING_RE.search(source):
-        return CheckFailure("include", None, None, None, "raw string literals are not allowed")
     view = preprocessor_view(source)
-    if m := _FILE_PROBES_RE.search(view):
-        return CheckFailure("include", None, None, None, f"{m.group(0)} is not allowed")
-    for line in view.splitlines():
+    if isinstance(view, CheckFailure):
+        return view
+    for line in view.split("\n"):
         directive = _DIRECTIVE_RE.match(line)
-        if not directive or directive.group(1) not in _FILE_DIRECTIVES:
-            continue
-        allowed = _ALLOWED_INCLUDE_RE.match(directive.group(2))
-        if (
-            directive.group(1) != "include"
-            or not allowed
-            or allowed.group(1) not in ALLOWED_INCLUDES
-        ):
-            return CheckFailure(
-                "include", None, None, None,
-                f"#{directive.group(1)}{directive.group(2)} is not allowed; only "
-                f"#include <h> of NVRTC's built-in {sorted(ALLOWED_INCLUDES)}",
-            )  # fmt: skip
+        if directive and directive.group(1) in _FILE_DIRECTIVES:
+            return _file_failure(f"#{directive.group(1)}{directive.group(2)} is not allowed")
+    code = re.sub(r"\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", '""', view)
+    if m := re.search(r"\b__has\w*", code):
+        return _file_failure(f"{m.group(0)} is not allowed")
+    if "##" in code or "%:%:" in code:
+        return _file_failure("the ## token-paste operator is not allowed")
     return None
-
-
-def _outside_block(source: str) -> list[str]:
-    first, last = evolve_block_lines(source)
-    lines = source.splitlines()
-    return lines[: first - 1] + lines[last + 1 :]
 
 
 def screen(source: str, seed_source: str) -> CheckFailure | None:
     """First screening failure of ``source`` against its path's seed, or None.
 
-    Rejects: sources over 64 KiB, any way of reading a file other than a literal include of
-    NVRTC's built-in headers, missing or repeated EVOLVE-BLOCK markers, and any change outside
-    the EVOLVE-BLOCK.
+    Rejects: sources over 64 KiB, any way of naming a file to the preprocessor, missing or
+    repeated EVOLVE-BLOCK markers, and any change outside the EVOLVE-BLOCK.
     """
     size = len(source.encode())
     if size > MAX_SOURCE_BYTES:

@@ -58,7 +58,7 @@ class JobConfig(BaseModel):
     archive: int = Field(default=50, ge=1)
     migration_interval: int = Field(default=20, ge=1)
     feature_bins: int = Field(default=8, ge=2)
-    seed: int = 42
+    seed: int = Field(default=42, ge=0, le=2**32 - 1)
     num_top_programs: int = Field(default=3, ge=0)
     num_diverse_programs: int = Field(default=2, ge=0)
     evaluator_timeout_s: int = Field(default=900, ge=30)

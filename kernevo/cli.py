@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 EXIT_ERROR = 1
@@ -114,7 +114,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.config is not None:
             raise CliError("--config cannot be combined with --resume: a job keeps its config")
-        job_id = None if args.resume == "latest" else _job_id(args.resume)
+        job_id = None if args.resume == "latest" else int(args.resume)
         outcome = resume_job(
             job_id,
             overrides=overrides,
@@ -132,16 +132,6 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
-
-
-def _job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise CliError(f"--resume takes a job id (an integer), not {text!r}") from None
-    if value < 1:
-        raise CliError(f"--resume takes a job id >= 1, not {value}")
-    return value
 
 
 # --- serve -------------------------------------------------------------------------------------
@@ -195,15 +185,32 @@ def _listen(host: str, port: int) -> Any:
     return sock
 
 
-def _port(text: str) -> int:
-    """``--port``: a TCP port number, 1 to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 1..65535, not {value}")
-    return value
+def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high], else a one-line usage error (exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {value}")
+        return value
+
+    return parse
+
+
+_port = _int_in(1, 65535, "a port number")
+_count = _int_in(1, 2**31 - 1, "a positive integer")
+# Database ids are 32-bit on PostgreSQL; OpenEvolve's random seed is a 32-bit unsigned integer.
+_job_id = _int_in(1, 2**31 - 1, "a job id")
+_seed = _int_in(0, 2**32 - 1, "a seed")
+_device = _int_in(0, 1023, "a device index")
+
+
+def _resume(text: str) -> str:
+    """``--resume``: ``latest`` or a job id."""
+    return text if text == "latest" else str(_job_id(text))
 
 
 # --- best --------------------------------------------------------------------------------------
@@ -364,10 +371,11 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--path", help="algorithmic path, e.g. trsm_small")
     evolve.add_argument("--dtype", help="float32 | float64 | complex64 | complex128")
     evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
-    evolve.add_argument("--iterations", type=int, help="total iterations (default 60)")
-    evolve.add_argument("--gpu", type=int, help="CUDA device index (default KERNEVO_GPU or 0)")
+    evolve.add_argument("--iterations", type=_count, help="total iterations (default 60)")
+    evolve.add_argument("--gpu", type=_device, help="CUDA device index (default KERNEVO_GPU or 0)")
     evolve.add_argument(
         "--resume",
+        type=_resume,
         nargs="?",
         const="latest",
         metavar="JOB_ID",
@@ -379,11 +387,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run without a GPU: evaluations stop after compiling and score 0 (tests, CI)",
     )
-    evolve.add_argument("--checkpoint-interval", type=int)
-    evolve.add_argument("--islands", type=int)
-    evolve.add_argument("--population", type=int)
-    evolve.add_argument("--seed", type=int)
-    evolve.add_argument("--promote-every", type=int)
+    evolve.add_argument("--checkpoint-interval", type=_count)
+    evolve.add_argument("--islands", type=_count)
+    evolve.add_argument("--population", type=_count)
+    evolve.add_argument("--seed", type=_seed)
+    evolve.add_argument("--promote-every", type=_count)
     evolve.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: offline)")
     evolve.add_argument("--llm-model")
     evolve.add_argument("--llm-api-key-env", help="name of the variable holding the API key")
@@ -403,13 +411,13 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument("--m", type=int, required=True)
     best.add_argument("--n", type=int, required=True)
     best.add_argument("--gpu", help="GPU name or key (default: this machine's GPU)")
-    best.add_argument("--device", type=int, default=0, help="device asked when --gpu is unset")
+    best.add_argument("--device", type=_device, default=0, help="device asked when --gpu is unset")
     best.add_argument("--api-url", help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)
 
     jobs = commands.add_parser("jobs", help="jobs and their progress")
     jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
-    jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--limit", type=_count, default=20)
     jobs.add_argument("--api-url", help="ask the service instead of the database")
     jobs.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
     jobs.set_defaults(func=_cmd_jobs)

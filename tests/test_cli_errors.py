@@ -197,6 +197,29 @@ def test_usage_errors_and_unreachable_service_are_one_line(tmp_path: Path) -> No
     assert line.startswith("kernevo: service at http://127.0.0.1:") and "unreachable" in line
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--resume", "99999999999999999999"),  # past a 32-bit database id
+        ("--resume", "0"),
+        ("--seed", "-1"),
+        ("--seed", "99999999999999999999999"),  # past OpenEvolve's 32-bit seed
+        ("--iterations", "0"),
+        ("--islands", "0"),
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors_before_any_job(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    done = _kernevo(
+        "evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only",
+        option, value, tmp_path=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert _one_line_error(done).startswith(f"kernevo evolve: error: argument {option}: ")
+    assert not list(tmp_path.glob("*.db"))
+
+
 def test_jobs_lists_a_finished_compile_only_job(tmp_path: Path) -> None:
     done = _kernevo(
         "evolve",

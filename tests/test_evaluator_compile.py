@@ -95,6 +95,13 @@ FILE_READS = {
     "raw_string": 'const char* r = R"(/*)";',
     "embed": '#embed "x"',
     "quoted_builtin": '#include "cuda_fp16.h"',
+    "angle_builtin": "#include <cuda_fp16.h>",
+    "form_feed": '#\finclude "x.h"',
+    "vertical_tab": '#\vinclude "x.h"',
+    "digit_separator_fakes_literal": "int p = 1'0 + '/*';\n#include \"x.h\"\nint q = '*/';",
+    "token_paste_has_include": '#define P(a, b) a##b\n#if P(__has_, include)("x.h")\n#endif',
+    "digraph_paste": "#define P(a, b) a%:%:b",
+    "prefixed_raw_string": 'const char* r = u8R"(x)";',
 }
 
 
@@ -111,10 +118,14 @@ def test_screen_blocks_every_way_of_reading_a_host_file(code):
     assert failure is not None and failure.check == "include"
 
 
-def test_screen_lets_builtin_headers_and_commented_includes_through():
+def test_screen_passes_comments_literals_and_numbers_that_only_look_suspicious():
     seed = get_path("trsm_small").seed_source()
-    assert screen(_inject("#include <cuda_fp16.h>"), seed) is None
-    assert screen(_inject('// #include "x.h"\n/* #include "y.h" */'), seed) is None
+    harmless = (
+        '// #include "x.h"\n/* #include "y.h" */\n'
+        "const char* s = \"## __has_include /*\"; char c = '\\''; int z = 1'000'000;\n"
+        "double d = 0x1p+3 + 1.5e-3;"
+    )
+    assert screen(_inject(harmless), seed) is None
 
 
 def test_macro_include_of_environ_would_leak_without_the_screen(tmp_path):
@@ -145,3 +156,18 @@ def test_corrupt_cache_metadata_is_a_miss(tmp_path, payload):
     next(tmp_path.glob("*.json")).write_text(payload)
     again = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
     assert again.ok and not again.cached and again.cubin == first.cubin
+
+
+def test_cache_entry_with_wrong_types_or_unwritable_path_still_compiles(tmp_path):
+    spec = get_path("trsm_small")
+    opts = spec.compile_options("float64", "sm_90")
+    first = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    meta_file = next(tmp_path.glob("*.json"))
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**meta, "ok": "no"}))
+    assert not compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path).cached
+    for f in tmp_path.iterdir():
+        f.unlink()
+    meta_file.mkdir()  # the entry's path is a directory: no cache, still a result
+    again = compile_cubin(spec.seed_source(), opts, "sm_90", cache_dir=tmp_path)
+    assert again.ok and again.cubin == first.cubin
