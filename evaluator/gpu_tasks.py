@@ -67,21 +67,21 @@ def check_problem(driver: Any, problem: Problem) -> CheckFailure | None:
 
     m, n = problem.shape
     itemsize = problem.b.dtype.itemsize
-    a_dev = cupy.asarray(problem.a.ravel(order="F"))
-    a_digest = digest(problem.a.tobytes(order="F"))
-    guard = guard_pattern(GUARD_ELEMENTS * itemsize)
-    host = np.frombuffer(guard + problem.b.tobytes(order="F") + guard, dtype=np.uint8)
-    b_dev = cupy.asarray(host)
+    guard = guard_pattern(problem.b.dtype, GUARD_ELEMENTS)
+    g = len(guard)
+    a_host = guard + problem.a.tobytes(order="F") + guard
+    b_host = guard + problem.b.tobytes(order="F") + guard
+    a_dev = cupy.asarray(np.frombuffer(a_host, dtype=np.uint8))
+    b_dev = cupy.asarray(np.frombuffer(b_host, dtype=np.uint8))
     try:
-        driver.solve_raw(a_dev.data.ptr, b_dev.data.ptr + len(guard), m, n, m, m)
+        driver.solve_raw(a_dev.data.ptr + g, b_dev.data.ptr + g, m, n, m, m)
     except GeometryError as exc:
         return CheckFailure("launch_geometry", (m, n), None, None, str(exc))
     cupy.cuda.Device().synchronize()
-    out = b_dev.get().tobytes()
-    x = np.frombuffer(out[len(guard) : len(guard) + m * n * itemsize], problem.b.dtype)
-    x = x.reshape((m, n), order="F")
-    failure = check_guards(guard + guard, out[: len(guard)] + out[-len(guard) :], (m, n))
-    failure = failure or check_input_unchanged(a_digest, digest(a_dev.get().tobytes()), (m, n))
+    a_out, b_out = a_dev.get().tobytes(), b_dev.get().tobytes()
+    x = np.frombuffer(b_out[g : g + m * n * itemsize], problem.b.dtype).reshape((m, n), order="F")
+    failure = check_guards(guard * 4, a_out[:g] + a_out[-g:] + b_out[:g] + b_out[-g:], (m, n))
+    failure = failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n))
     return failure or check_solution(problem, x)
 
 

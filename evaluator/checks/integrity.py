@@ -8,14 +8,19 @@ import numpy as np
 
 from evaluator.report import CheckFailure
 
-# A quiet NaN with a payload no arithmetic produces: a guard word that still holds exactly these
-# bytes after the run was not written (a kernel writing its own NaN there is still caught).
-GUARD_BYTE = 0x7B
+# Quiet NaNs with a payload arithmetic does not produce (a computed NaN has payload 0). Guard
+# bands around A and B hold them: a kernel that reads past an array gets NaN, which flows into X
+# and fails the finite check; one that writes there changes the exact bytes.
+_GUARD_BITS = {4: (np.uint32, 0x7FC0_4B56), 8: (np.uint64, 0x7FF8_0000_4B56_4B56)}
 
 
-def guard_pattern(nbytes: int) -> bytes:
-    """The byte pattern guard bands are filled with."""
-    return bytes([GUARD_BYTE]) * nbytes
+def guard_pattern(dtype: np.dtype, elements: int) -> bytes:
+    """``elements`` guard values of ``dtype`` (real or complex): payload-tagged quiet NaNs."""
+    dtype = np.dtype(dtype)
+    word = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+    bits_type, bits = _GUARD_BITS[word]
+    words = elements * dtype.itemsize // word
+    return np.full(words, bits, dtype=bits_type).tobytes()
 
 
 def check_finite(x: np.ndarray, shape: tuple[int, int]) -> CheckFailure | None:
