@@ -73,6 +73,14 @@ def _variant(old: str, new: str) -> str:
             "wrong",
             "non_finite_output",
         ),
+        # Reads one element past each column of B: past the last one is a NaN guard band.
+        (
+            _variant(
+                "B[(long)col * ldb + row] : kv_zero()", "B[(long)col * ldb + row + 1] : kv_zero()"
+            ),
+            "wrong",
+            "non_finite_output",
+        ),
         # Computes in float32 whatever the dtype: fast and wrong in float64.
         (
             _variant(
@@ -104,7 +112,16 @@ def _variant(old: str, new: str) -> str:
             "cuda_error",
         ),
     ],
-    ids=["skip_row", "oob_write", "reads_upper", "float32_inside", "huge_smem", "hang", "fault"],
+    ids=[
+        "skip_row",
+        "oob_write",
+        "reads_upper",
+        "reads_past_b",
+        "float32_inside",
+        "huge_smem",
+        "hang",
+        "fault",
+    ],
 )
 def test_bad_candidates_are_caught(evaluators, monkeypatch, source, status, check):
     import evaluator.pipeline as pipeline
