@@ -54,9 +54,7 @@ def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> Ev
     """
     evaluator = Evaluator(path_id, dtype, gpu_index)
     try:
-        report, cubin = evaluator.stage1(source)
-        if report.passed:
-            report = evaluator.stage2(report, cubin)
+        report, cubin = evaluator.evaluate_with_cubin(source)
         if not report.passed:
             return report
         assert evaluator.worker is not None

@@ -59,9 +59,7 @@ def evaluate(program_path: str) -> EvaluationResult:
     """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure."""
     source = Path(program_path).read_text()
     evaluator = _evaluator()
-    report, cubin = evaluator.stage1(source)
-    if report.passed:
-        report = evaluator.stage2(report, cubin)
+    report, cubin = evaluator.evaluate_with_cubin(source)
     if report.passed:
         profile_if_new_best(evaluator, cubin, report)
     return _finish(source, report)

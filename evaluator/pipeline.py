@@ -143,12 +143,17 @@ class Evaluator:
             report.combined_score = combined_score(report.timings)
         return report
 
+    def evaluate_with_cubin(self, source: str) -> tuple[EvaluationReport, bytes]:
+        """The whole pipeline on one candidate source; also the cubin it evaluated (empty when
+        compilation never produced one), for callers that profile or sanitize that cubin."""
+        report, cubin = self.stage1(source)
+        if report.passed:
+            report = self.stage2(report, cubin)
+        return report, cubin
+
     def evaluate(self, source: str) -> EvaluationReport:
         """The whole pipeline on one candidate source."""
-        report, cubin = self.stage1(source)
-        if not report.passed:
-            return report
-        return self.stage2(report, cubin)
+        return self.evaluate_with_cubin(source)[0]
 
     # -- helpers ------------------------------------------------------------------------------
 
