@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     CheckConstraint,
     Float,
     ForeignKey,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
     func,
 )
 from sqlalchemy.orm import Mapped, Mapper, mapped_column, object_session, relationship
@@ -80,6 +82,9 @@ class Program(Base):
     diff: Mapped[str | None] = mapped_column(Text)
     backend: Mapped[str | None] = mapped_column(String(64))
     model: Mapped[str | None] = mapped_column(String(256))
+    # True for a program of an iteration that ran again after a kill and a resume from an
+    # earlier checkpoint (the first run's program, if recorded, keeps its own row).
+    rerun: Mapped[bool] = mapped_column(Boolean, server_default=false(), default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
     job: Mapped[Job] = relationship(back_populates="programs")
@@ -132,6 +137,10 @@ class Champion(Base):
     launch: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     envelope: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    # Base64 Ed25519 signature over kernevo.signature's payload, and the sha256 fingerprint of
+    # the public key that checks it; None for a champion promoted without a signing key.
+    signature: Mapped[str | None] = mapped_column(Text)
+    signing_key_id: Mapped[str | None] = mapped_column(String(64))
     promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
     program: Mapped[Program] = relationship()
@@ -155,6 +164,7 @@ class ChampionPromotion(Base):
     evaluation_id: Mapped[int] = mapped_column(ForeignKey("evaluation.id"))
     cubin_sha256: Mapped[str] = mapped_column(String(64))
     score: Mapped[float] = mapped_column(Float)
+    signing_key_id: Mapped[str | None] = mapped_column(String(64))
     promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
 
