@@ -5,28 +5,34 @@ all GPU work runs in a child process started with the ``spawn`` method (a forked
 process that touched CUDA inherits a broken context) and pinned to one GPU through
 CUDA_VISIBLE_DEVICES. A hung kernel is ended by killing the child; a CUDA error (illegal address,
 launch failure) leaves a context that cannot be trusted, so the child is retired and the next
-task starts a fresh one. A file lock per GPU keeps one timed candidate per GPU at a time, across
-every process of the job.
+task starts a fresh one. A file lock per GPU (``evaluator.gpu_lock``, in a private folder) keeps
+one timed candidate per GPU at a time, across every process of the job. The child dies with the
+process that started it (``evaluator.parent_watch``): a ``kill -9`` of the job leaves no GPU
+worker behind.
 """
 
 from __future__ import annotations
 
-import fcntl
 import multiprocessing as mp
 import os
-import tempfile
 import traceback
-from contextlib import contextmanager
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
+
+from evaluator.gpu_lock import gpu_lock
+from evaluator.parent_watch import die_with_parent
 
 # Exceptions whose class lives in these modules come from CUDA: the context is suspect.
 _CUDA_ERROR_MODULES = ("cupy_backends.cuda", "cupy.cuda")
 
 
-def _serve(conn: Connection, gpu_index: int) -> None:
-    """Child main loop: receive task dicts, answer result dicts until the pipe closes."""
+def _serve(conn: Connection, gpu_index: int, parent_pid: int) -> None:
+    """Child main loop: receive task dicts, answer result dicts until the pipe closes.
+
+    Dies with ``parent_pid`` (the pool worker that started it) by the watchdog only: the parent
+    starts it from an OpenEvolve evaluation thread, whose end would fire PR_SET_PDEATHSIG.
+    """
+    die_with_parent(parent_pid)
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
     from evaluator import gpu_tasks
 
@@ -63,18 +69,6 @@ class TaskError(Exception):
     """The task raised a non-CUDA exception in the worker (a bug of ours or bad input)."""
 
 
-@contextmanager
-def gpu_lock(gpu_index: int):
-    """Exclusive lock on one GPU across processes (one timed candidate per GPU at a time)."""
-    path = Path(tempfile.gettempdir()) / f"kernevo-gpu{gpu_index}.lock"
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 class GpuWorker:
     """Runs evaluator.gpu_tasks in a spawned child pinned to ``gpu_index``."""
 
@@ -87,7 +81,9 @@ class GpuWorker:
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, self.gpu_index), daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(child, self.gpu_index, os.getpid()), daemon=True
+        )
         self._proc.start()
         child.close()
         self._conn = parent

@@ -1,0 +1,86 @@
+"""One timed candidate per GPU at a time: a ``filelock`` per device in a private folder.
+
+The lock file lives in a folder only this user can enter (mode 0700): ``$XDG_RUNTIME_DIR/
+kernevo/locks`` when the session has a runtime folder (a per-user tmpfs), else
+``$XDG_CACHE_HOME/kernevo/locks`` (``~/.cache/kernevo/locks``). A fixed name in a
+world-writable ``/tmp`` let any other user pre-create the file, or hold the lock forever. The
+lock is a kernel ``flock`` (``filelock``'s native lock, never its soft fallback): the kernel
+drops it when the holder dies, ``kill -9`` included, so a killed job never wedges a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock
+
+PRIVATE_MODE = 0o700
+
+
+class LockDirError(OSError):
+    """The lock folder cannot be made private to this user (wrong owner, not a folder)."""
+
+
+def _runtime_dir() -> Path | None:
+    """``$XDG_RUNTIME_DIR`` when it is a folder of this user that no one else may enter."""
+    value = os.environ.get("XDG_RUNTIME_DIR")
+    if not value:
+        return None
+    try:
+        st = os.stat(value)
+    except OSError:
+        return None
+    private = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+    return Path(value) if private else None
+
+
+def lock_dir() -> Path:
+    """The private folder of this user's kernevo locks, created with mode 0700.
+
+    Raises:
+        LockDirError: one line: the path is a symlink or not a folder, belongs to another
+            user, or cannot be created.
+    """
+    runtime = _runtime_dir()
+    if runtime is not None:
+        folder = runtime / "kernevo" / "locks"
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        folder = Path(cache) / "kernevo" / "locks"
+    try:
+        folder.parent.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+        folder.mkdir(mode=PRIVATE_MODE, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError as error:
+        raise LockDirError(
+            f"GPU lock folder {folder} cannot be created: {error.strerror or error}"
+        ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise LockDirError(f"GPU lock folder {folder} is not a folder (a symlink?)")
+    if st.st_uid != os.getuid():
+        raise LockDirError(f"GPU lock folder {folder} belongs to uid {st.st_uid}, not to this user")
+    if stat.S_IMODE(st.st_mode) != PRIVATE_MODE:
+        os.chmod(folder, PRIVATE_MODE)  # ours but opened up (umask, a copy): close it again
+    return folder
+
+
+def gpu_lock_path(gpu_index: int) -> Path:
+    """The lock file of CUDA device ``gpu_index`` (created on first use)."""
+    return lock_dir() / f"gpu{gpu_index}.lock"
+
+
+@contextmanager
+def gpu_lock(gpu_index: int) -> Iterator[None]:
+    """Hold the exclusive lock of CUDA device ``gpu_index`` for the block, across processes;
+    waits as long as another process holds it.
+
+    Raises:
+        LockDirError: the private lock folder is unusable (see :func:`lock_dir`).
+    """
+    # fallback_to_soft=False: a soft lock (a file's existence) would outlive a killed holder.
+    with FileLock(gpu_lock_path(gpu_index), mode=0o600, fallback_to_soft=False):
+        yield
