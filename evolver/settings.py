@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+# The CLI's --gpu range: far above any machine's device count, small enough to be a number.
+_MAX_DEVICE_INDEX = 1023
+# What a POSIX shell accepts as a variable name.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class EvolverSettings(BaseSettings):
@@ -16,10 +23,12 @@ class EvolverSettings(BaseSettings):
     never lands in a job record), ``KERNEVO_GPU`` (device index), ``KERNEVO_WORK_DIR``
     (checkpoints, OpenEvolve output, evaluation reports). With no base URL the built-in offline
     mutator proposes the diffs. Other ``KERNEVO_*`` variables belong to other layers and are
-    ignored here; unknown keyword arguments are refused.
+    ignored here; unknown keyword arguments are refused. Empty values are refused (unset the
+    variable for the default).
 
     Raises:
-        pydantic.ValidationError: a value that does not parse (e.g. ``KERNEVO_GPU=first``).
+        pydantic.ValidationError: a value that does not parse or is out of range (e.g.
+            ``KERNEVO_GPU=first``, ``KERNEVO_GPU=-1``, ``KERNEVO_LLM_BASE_URL=localhost:11434``).
     """
 
     model_config = SettingsConfigDict(env_prefix="KERNEVO_", extra="forbid")
@@ -27,13 +36,30 @@ class EvolverSettings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str | None = None
-    gpu: int = Field(default=0, ge=0)
+    gpu: int = Field(default=0, ge=0, le=_MAX_DEVICE_INDEX)
     work_dir: Path = Path("./runs")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_empty(cls, value: object) -> object:
+        # An empty variable is a mistake, not "use the default": unset it instead.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; unset it for the default")
+        return value
 
     @field_validator("llm_base_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError("not an http:// or https:// URL")
         return value.rstrip("/") if value else None
+
+    @field_validator("llm_api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError("not an environment variable name (letters, digits and _)")
+        return value
 
     @field_validator("work_dir")
     @classmethod
