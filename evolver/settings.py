@@ -8,7 +8,6 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
 # The CLI's --gpu range: far above any machine's device count, small enough to be a number.
 _MAX_DEVICE_INDEX = 1023
 # What a POSIX shell accepts as a variable name.
