@@ -11,6 +11,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import text
 
 from db.session import make_engine
 
@@ -26,10 +27,24 @@ def alembic_config() -> Config:
     return config
 
 
+# Key of the PostgreSQL advisory lock that serializes migrations: "kernevo" in ASCII. Advisory
+# locks are per database, so it serializes every migrator of one database and nothing else.
+MIGRATION_LOCK_KEY = 0x6B65726E65766F
+
+
 def _run(url: str, revision: str, *, up: bool) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                # Concurrent first starts would each CREATE the same tables and types (duplicate
+                # key in pg_type). The transaction-level lock queues them; it is released at
+                # commit, and a later migrator's Alembic then reads the committed version (READ
+                # COMMITTED: every statement sees what committed before it) and finds nothing
+                # to do. SQLite needs none: BEGIN IMMEDIATE already takes the write lock.
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+                )
             config = alembic_config()
             # env.py migrates on this connection and leaves logging alone.
             config.attributes["connection"] = connection
@@ -43,7 +58,10 @@ def _run(url: str, revision: str, *, up: bool) -> None:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Migrate the database at ``url`` up to ``revision`` (default: the newest), in one
-    transaction on both SQLite and PostgreSQL.
+    transaction on both SQLite and PostgreSQL. Safe to call from several processes at once (e.g.
+    three workers' first starts on a fresh database): PostgreSQL migrators queue on an advisory
+    lock (``MIGRATION_LOCK_KEY``), SQLite ones on the write lock; the later ones find the schema
+    at ``revision`` and change nothing.
 
     Raises:
         sqlalchemy.exc.OperationalError: the database cannot be reached.

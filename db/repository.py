@@ -18,24 +18,31 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from db.errors import (
+    BelowMinimumScoreError,
     ChampionMismatchError,
     InvalidTransitionError,
     InvalidValueError,
+    NotBetterThanChampionError,
     NotFoundError,
     NotVerifiedError,
     ProgramConflictError,
+    PromotionRefusedError,
     UnknownParentError,
 )
 from db.models import Champion, ChampionPromotion, Evaluation, Job, Program
 from db.states import EvaluationState, JobState, job_transition_allowed
 
 __all__ = [
+    "MIN_CHAMPION_SCORE",
+    "BelowMinimumScoreError",
     "ChampionMismatchError",
     "InvalidTransitionError",
     "InvalidValueError",
+    "NotBetterThanChampionError",
     "NotFoundError",
     "NotVerifiedError",
     "ProgramConflictError",
+    "PromotionRefusedError",
     "UnknownParentError",
     "best_champion",
     "count_programs",
@@ -54,6 +61,11 @@ __all__ = [
 
 # Report keys copied into a champion's metrics; the compile log stays in the evaluation only.
 _METRIC_KEYS = ("combined_score", "timings", "phase_seconds", "gpu", "verified_shapes")
+
+# A champion must beat the vendor library: the loader serves it instead of cuBLAS inside its
+# envelope, so a kernel whose combined score (geometric-mean speedup over cuBLAS) is at or below
+# 1 would only slow its callers down.
+MIN_CHAMPION_SCORE = 1.0
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -261,12 +273,15 @@ def record_program(
     diff: str | None,
     backend: str | None,
     model: str | None,
+    rerun: bool = False,
 ) -> tuple[Program, bool]:
     """Record a program once; idempotent on ``uid`` (the OpenEvolve program id).
 
     Returns ``(program, created)``: ``created`` is False when ``uid`` was already recorded (a
     resumed job replaying its checkpoint, or a concurrent writer that got there first), in which
-    case the stored row is returned unchanged. The seed has ``parent_uid=None``.
+    case the stored row is returned unchanged. The seed has ``parent_uid=None``. ``rerun`` marks
+    a program of an iteration that ran again after a kill and a resume from an earlier
+    checkpoint.
 
     Raises:
         NotFoundError: no job ``job_id``.
@@ -299,6 +314,7 @@ def record_program(
         diff=diff,
         backend=backend,
         model=model,
+        rerun=rerun,
     )
     try:
         with s.begin_nested():
@@ -469,7 +485,8 @@ def _check_promotion(
     if evaluation.state != EvaluationState.VERIFIED.value:
         raise NotVerifiedError(
             f"evaluation {evaluation.id} is {evaluation.state}, not verified; "
-            "only verified evaluations can be promoted"
+            "only verified evaluations can be promoted",
+            score=evaluation.score,
         )
     if evaluation.gpu_key != gpu_key:
         raise ChampionMismatchError(
@@ -486,6 +503,12 @@ def _check_promotion(
         raise ChampionMismatchError(
             f"cubin sha256 {cubin_sha256[:12]}… differs from the verified one {reported[:12]}…"
         )
+    if not evaluation.score > MIN_CHAMPION_SCORE:
+        raise BelowMinimumScoreError(
+            f"evaluation {evaluation.id} scores {evaluation.score:.3f}, not above "
+            f"{MIN_CHAMPION_SCORE:.1f} (a champion must be faster than the vendor library)",
+            score=evaluation.score,
+        )
 
 
 def promote_champion(
@@ -500,19 +523,38 @@ def promote_champion(
     launch: Mapping[str, Any],
     envelope: Mapping[str, Any],
     compile_options: Sequence[str],
+    signature: str | None = None,
+    signing_key_id: str | None = None,
 ) -> Champion:
-    """Make the evaluated program the champion of (path, dtype, gpu_key, shape_bucket).
+    """Make the evaluated program the champion of (path, dtype, gpu_key, shape_bucket), if it is
+    better: champions only improve.
+
+    Refused unless the evaluation is ``verified``, scores above ``MIN_CHAMPION_SCORE`` and above
+    the current champion's evaluation. The comparison is made under the champion row's lock
+    (``SELECT … FOR UPDATE`` on PostgreSQL; on SQLite the writer's ``BEGIN IMMEDIATE`` already
+    holds the database), so two promotions of one key racing end with the better one whatever
+    their order; when the key has no champion yet, the loser of the race to insert it gets the
+    unique-constraint violation, re-reads the winner's row under the lock and compares.
 
     Upserts the ``champion`` row and appends a ``champion_promotion`` row in the caller's
-    transaction. The cubin's sha256 is computed here; arch and NVRTC version come from the
-    evaluation; ``metrics`` are the evaluation's score plus the report's ``combined_score``,
-    ``timings``, ``phase_seconds``, ``gpu``, ``verified_shapes`` and compile figures (no log).
+    transaction; a refusal writes nothing. The cubin's sha256 is computed here; arch and NVRTC
+    version come from the evaluation; ``metrics`` are the evaluation's score plus the report's
+    ``combined_score``, ``timings``, ``phase_seconds``, ``gpu``, ``verified_shapes`` and compile
+    figures (no log).
     ``launch`` must hold ``kernel`` and ``config_kernel`` names; ``envelope`` must hold integer
     ``m_max`` and ``n_max`` and gets ``verified_shapes`` from the report when it has none.
+    ``signature`` (base64 Ed25519 over ``kernevo.signature.signed_payload``) and
+    ``signing_key_id`` (sha256 hex of the signer's raw public key) are stored as given (the
+    signer checks them against the stored row); ``None`` stores an unsigned champion, which
+    loaders refuse.
 
     Raises:
         NotFoundError: no evaluation ``evaluation_id``.
-        NotVerifiedError: the evaluation's state is not ``verified``.
+        PromotionRefusedError: its ``check`` names the rule not met; one of
+            NotVerifiedError (``verified``): the evaluation's state is not ``verified``;
+            BelowMinimumScoreError (``min_score``): its score is not above 1.0;
+            NotBetterThanChampionError (``beats_champion``): its score is not above the current
+            champion's (``champion_score``).
         ChampionMismatchError: the evaluation ran on another GPU, its program's job is another
             path or dtype, or the report's ``compile.cubin_sha256`` differs from ``cubin``'s.
         InvalidValueError: ``launch`` or ``envelope`` is malformed.
@@ -533,9 +575,11 @@ def promote_champion(
         "launch": _check_launch(launch),
         "envelope": _check_envelope(envelope, evaluation.report),
         "metrics": _metrics(evaluation),
+        "signature": signature,
+        "signing_key_id": signing_key_id,
     }
     key = {"path": path, "dtype": dtype, "gpu_key": gpu_key, "shape_bucket": shape_bucket}
-    champion = _upsert_champion(s, key, fields)
+    champion = _upsert_champion(s, key, fields, score=evaluation.score)
     s.add(
         ChampionPromotion(
             **key,
@@ -543,6 +587,7 @@ def promote_champion(
             evaluation_id=evaluation.id,
             cubin_sha256=digest,
             score=evaluation.score,
+            signing_key_id=signing_key_id,
         )
     )
     s.flush()
@@ -551,11 +596,31 @@ def promote_champion(
 
 
 def _champion_for_update(s: Session, key: Mapping[str, str]) -> Champion | None:
-    query = select(Champion).filter_by(**key).with_for_update()
+    """The key's champion row, locked, with its columns as committed now: populate_existing
+    overwrites a copy the session loaded before the lock was granted (e.g. by best_champion)."""
+    query = (
+        select(Champion)
+        .filter_by(**key)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
     return s.scalar(query)
 
 
-def _upsert_champion(s: Session, key: Mapping[str, str], fields: Mapping[str, Any]) -> Champion:
+def _refuse_unless_better(s: Session, champion: Champion, score: float) -> None:
+    current = s.scalar(select(Evaluation.score).where(Evaluation.id == champion.evaluation_id))
+    if current is not None and not score > current:
+        raise NotBetterThanChampionError(
+            f"score {score:.3f} is not above the champion's {current:.3f} "
+            f"(program {champion.program_id}, evaluation {champion.evaluation_id})",
+            score=score,
+            champion_score=current,
+        )
+
+
+def _upsert_champion(
+    s: Session, key: Mapping[str, str], fields: Mapping[str, Any], *, score: float
+) -> Champion:
     champion = _champion_for_update(s, key)
     if champion is None:
         champion = Champion(**key, **fields)
@@ -564,10 +629,12 @@ def _upsert_champion(s: Session, key: Mapping[str, str], fields: Mapping[str, An
                 s.add(champion)
             return champion
         except IntegrityError:
-            # A concurrent promotion inserted this key first; update its row instead.
+            # A concurrent promotion inserted this key first (PostgreSQL made our insert wait
+            # for its commit): compare with its row, under the lock, instead.
             champion = _champion_for_update(s, key)
             if champion is None:
                 raise
+    _refuse_unless_better(s, champion, score)
     for name, value in fields.items():
         setattr(champion, name, value)
     champion.promoted_at = func.now()

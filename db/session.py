@@ -1,31 +1,56 @@
-"""Engines and sessions for SQLite and PostgreSQL.
+"""Engines and sessions for SQLite and PostgreSQL: one kind for writers, one for readers.
 
-SQLite has no row locks (``SELECT … FOR UPDATE`` compiles to nothing), so every SQLite
-transaction here starts with ``BEGIN IMMEDIATE``: it takes the database's write lock up front and
-writers queue on the busy timeout instead of failing when a read-then-write transaction has to
-upgrade its lock. WAL journaling lets readers proceed while one writer holds the lock; foreign
-keys are switched on per connection (SQLite's default is off). PostgreSQL uses its own row locks
-(the repository selects rows ``FOR UPDATE`` before changing them).
+Writers (``make_engine`` + ``session_scope``): SQLite has no row locks (``SELECT … FOR UPDATE``
+compiles to nothing), so every SQLite write transaction starts with ``BEGIN IMMEDIATE``: it takes
+the database's write lock up front and writers queue on the busy timeout instead of failing when a
+read-then-write transaction has to upgrade its lock. PostgreSQL uses its own row locks (the
+repository selects rows ``FOR UPDATE`` before changing them).
+
+Readers (``make_read_engine`` + ``read_scope``): a deferred ``BEGIN`` on a connection that cannot
+write. Under WAL journaling any number of them read a consistent snapshot beside the one writer
+and never wait for it, so API GETs and ``kernevo jobs`` never queue behind a running job (nor make
+the job's writer queue behind them). A SQLite reader opens the file with ``mode=ro`` and
+``PRAGMA query_only``: it never creates, migrates or changes the database file (SQLite may add the
+``-wal``/``-shm`` side files WAL reading needs). A PostgreSQL reader runs ``READ ONLY``
+transactions. A write through a reader fails at once (``DatabaseUnavailableError``, kind
+``read_only``) instead of taking a lock.
+
+Both scopes turn a database that cannot answer (locked past the busy timeout, damaged,
+unreachable) into ``db.errors.DatabaseUnavailableError``, chained to the driver's error.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-# Seconds a SQLite connection waits for another writer's lock before "database is locked".
+from db.errors import database_unavailable
+
+# Seconds a SQLite connection waits for another connection's lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
 
+# Connections a read engine keeps and may add: FastAPI runs sync routes on AnyIO's thread pool
+# (40 threads by default), so 10 + 40 > 40 and a GET never waits on the pool for a connection.
+READ_POOL_SIZE = 10
+READ_POOL_OVERFLOW = 40
 
-def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    # Hand transaction control to SQLAlchemy (see _sqlite_on_begin); the legacy sqlite3 mode would
-    # not BEGIN before SELECT or SAVEPOINT (SQLAlchemy docs, "Transactions with SQLite").
+# Marks an engine made by ``make_read_engine`` (an execution option SQLAlchemy carries along).
+_READ_ONLY_OPTION = "kernevo_read_only"
+
+
+def _sqlite_writer_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    # Hand transaction control to SQLAlchemy (see _sqlite_writer_on_begin); the legacy sqlite3
+    # mode would not BEGIN before SELECT or SAVEPOINT (SQLAlchemy docs, "Transactions with
+    # SQLite").
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
@@ -36,17 +61,44 @@ def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         cursor.close()
 
 
-def _sqlite_on_begin(connection: Connection) -> None:
+def _sqlite_writer_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str, *, echo: bool = False) -> Engine:
-    """An engine for ``url`` (a SQLAlchemy URL, e.g. ``sqlite:///./kernevo.db`` or
-    ``postgresql+psycopg://postgres@127.0.0.1:5432/kernevo``).
+def _sqlite_reader_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # A second guard beside mode=ro (a ``file:`` URI may ask for rw): no statement writes.
+        cursor.execute("PRAGMA query_only = ON")
+    finally:
+        cursor.close()
 
-    SQLite: WAL, foreign keys on, a 30 s busy timeout, ``BEGIN IMMEDIATE`` for every transaction,
-    connections usable from any thread, and the database file's folder created if missing.
-    PostgreSQL: connections checked before use (``pool_pre_ping``).
+
+def _sqlite_reader_on_begin(connection: Connection) -> None:
+    # Deferred: takes no lock until the first read, then only a WAL read snapshot, so the
+    # several SELECTs of one request agree with each other without blocking the writer.
+    connection.exec_driver_sql("BEGIN")
+
+
+def _sqlite_file(parsed: URL) -> str | None:
+    """The database file's path, or ``None`` for an in-memory database or a ``file:`` URI."""
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database
+
+
+def make_engine(
+    url: str, *, echo: bool = False, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
+) -> Engine:
+    """A writer engine for ``url`` (a SQLAlchemy URL, e.g. ``sqlite:///./kernevo.db`` or
+    ``postgresql+psycopg://postgres@127.0.0.1:5432/kernevo``); use it with ``session_scope``.
+
+    SQLite: WAL, foreign keys on, a ``busy_timeout_s`` busy timeout (default 30 s), ``BEGIN
+    IMMEDIATE`` for every transaction, connections usable from any thread, and the database
+    file's folder created if missing. PostgreSQL: connections checked before use
+    (``pool_pre_ping``).
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a valid SQLAlchemy URL.
@@ -54,32 +106,128 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, echo=echo, pool_pre_ping=True)
-    database = parsed.database
-    if database and database != ":memory:" and not database.startswith("file:"):
+    database = _sqlite_file(parsed)
+    if database is not None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         parsed,
         echo=echo,
-        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
     )
-    event.listen(engine, "connect", _sqlite_on_connect)
-    event.listen(engine, "begin", _sqlite_on_begin)
+    event.listen(engine, "connect", _sqlite_writer_on_connect)
+    event.listen(engine, "begin", _sqlite_writer_on_begin)
     return engine
+
+
+def make_read_engine(
+    url: str, *, echo: bool = False, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
+) -> Engine:
+    """A read-only engine for ``url``; use it with ``read_scope`` (every GET route and read-only
+    CLI command does).
+
+    SQLite: the file opened with ``mode=ro`` (a missing file is an error, never created, and
+    neither is its folder), ``PRAGMA query_only``, a deferred ``BEGIN`` and the same
+    ``busy_timeout_s`` (a reader waits only where WAL cannot help: recovery after a crash, or a
+    connection holding an exclusive lock). PostgreSQL: ``READ ONLY`` transactions. Both: a pool of
+    ``READ_POOL_SIZE`` + ``READ_POOL_OVERFLOW`` connections.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``url`` is not a valid SQLAlchemy URL.
+    """
+    parsed = make_url(url)
+    pool = {"pool_size": READ_POOL_SIZE, "max_overflow": READ_POOL_OVERFLOW}
+    if parsed.get_backend_name() != "sqlite":
+        engine = create_engine(
+            parsed,
+            echo=echo,
+            pool_pre_ping=True,
+            execution_options={"postgresql_readonly": True},
+            **pool,
+        )
+        return engine.execution_options(**{_READ_ONLY_OPTION: True})
+    database = _sqlite_file(parsed)
+    if database is None:
+        # An in-memory database or a ``file:`` URI: connect as given, guarded by query_only.
+        engine = create_engine(
+            parsed,
+            echo=echo,
+            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        )
+    else:
+        target = f"file:{quote(str(Path(database).expanduser().resolve()))}?mode=ro"
+
+        def connect() -> sqlite3.Connection:
+            return sqlite3.connect(
+                target, uri=True, timeout=busy_timeout_s, check_same_thread=False
+            )
+
+        engine = create_engine(parsed, echo=echo, creator=connect, **pool)
+    event.listen(engine, "connect", _sqlite_reader_on_connect)
+    event.listen(engine, "begin", _sqlite_reader_on_begin)
+    return engine.execution_options(**{_READ_ONLY_OPTION: True})
+
+
+def is_read_engine(engine: Engine) -> bool:
+    """Whether ``engine`` came from ``make_read_engine``."""
+    return bool(engine.get_execution_options().get(_READ_ONLY_OPTION))
+
+
+def _raise_unavailable(error: BaseException) -> None:
+    """Raise ``error`` as ``DatabaseUnavailableError`` when it means the database cannot answer;
+    return otherwise (the caller re-raises it unchanged)."""
+    if isinstance(error, DBAPIError):
+        converted = database_unavailable(error)
+        if converted is not None:
+            raise converted from error
 
 
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session that commits when the block ends and rolls back if it raises.
+    """A write session on ``engine`` (from ``make_engine``) that commits when the block ends and
+    rolls back if it raises.
 
     Objects stay readable after the block (``expire_on_commit=False``); lazy relationships must be
     loaded inside it.
+
+    Raises:
+        db.errors.DatabaseUnavailableError: the database is locked past the busy timeout,
+            damaged or unreachable (chained to the driver's error).
     """
     session = Session(engine, expire_on_commit=False)
     try:
         yield session
         session.commit()
-    except BaseException:
+    except BaseException as error:
         session.rollback()
+        _raise_unavailable(error)
         raise
     finally:
         session.close()
+
+
+@contextmanager
+def read_scope(engine: Engine) -> Iterator[Session]:
+    """A read-only session on ``engine`` (from ``make_read_engine``): one snapshot, rolled back
+    when the block ends, never committed.
+
+    Objects stay readable after the block; lazy relationships must be loaded inside it.
+
+    Raises:
+        ValueError: ``engine`` is a writer engine (on SQLite its ``BEGIN IMMEDIATE`` would make
+            every reader queue for the write lock).
+        db.errors.DatabaseUnavailableError: the database is locked past the busy timeout,
+            damaged or unreachable, or the block tried to write (kind ``read_only``).
+    """
+    if not is_read_engine(engine):
+        raise ValueError("read_scope needs an engine from db.session.make_read_engine")
+    session = Session(engine, expire_on_commit=False)
+    try:
+        yield session
+        # Pending changes are a bug of the caller: flushing them fails loudly (read_only)
+        # instead of dropping them silently at close.
+        session.flush()
+    except BaseException as error:
+        _raise_unavailable(error)
+        raise
+    finally:
+        session.close()  # returns the connection, which rolls the snapshot back

@@ -99,17 +99,15 @@ def test_concurrent_record_program_creates_one_row(engine: Engine) -> None:
         assert s.scalar(select(func.count()).select_from(Program)) == 1
 
 
-def test_concurrent_promotions_keep_one_champion_and_every_history_row(
-    engine: Engine, report_json: Callable[..., str]
-) -> None:
-    job_id = _new_job(engine)
-    cubin = b"\x7fELF raced"
+def _verified(engine: Engine, job_id: int, uid: str, score: float, report: str) -> int:
+    """A program ``uid`` with a verified evaluation scoring ``score`` (``report``: its JSON);
+    returns the evaluation id."""
     with session_scope(engine) as s:
         program, _ = repo.record_program(
             s,
             job_id=job_id,
-            uid="p",
-            source=SOURCE,
+            uid=uid,
+            source=f"{SOURCE}// {uid}\n",
             parent_uid=None,
             island=0,
             generation=0,
@@ -118,37 +116,117 @@ def test_concurrent_promotions_keep_one_champion_and_every_history_row(
             backend="offline",
             model=None,
         )
-        evaluation_id = repo.record_evaluation(
+        return repo.record_evaluation(
             s,
             program_id=program.id,
-            report_json=report_json(2.0, cubin=cubin),
+            report_json=report,
             gpu_key=H200,
             gpu_name="NVIDIA H200",
             arch="sm_90",
             driver_version="580.65",
             nvrtc_version="13.0",
-            score=2.0,
+            score=score,
             state="verified",
             error_kind=None,
         ).id
 
-    def promote() -> int:
+
+def _promote(engine: Engine, evaluation_id: int, cubin: bytes, shape_bucket: str) -> str:
+    """Promote in a session of its own; "promoted", or the check that refused it."""
+    try:
         with session_scope(engine) as s:
-            return repo.promote_champion(
+            repo.promote_champion(
                 s,
                 evaluation_id=evaluation_id,
-                **KEY,
+                **{**KEY, "shape_bucket": shape_bucket},
                 cubin=cubin,
                 launch={"kernel": "trsm_small_kernel", "config_kernel": "kernevo_launch_config"},
                 envelope={"m_max": 64, "n_max": 64},
                 compile_options=["-arch=sm_90"],
-            ).id
+            )
+    except repo.PromotionRefusedError as refusal:
+        return refusal.check
+    return "promoted"
 
-    champion_ids = _race(promote)
-    assert len(set(champion_ids)) == 1
+
+def test_concurrent_promotions_of_one_evaluation_promote_once(
+    engine: Engine, report_json: Callable[..., str]
+) -> None:
+    job_id = _new_job(engine)
+    cubin = b"\x7fELF raced"
+    evaluation_id = _verified(engine, job_id, "p", 2.0, report_json(2.0, cubin=cubin))
+
+    outcomes = _race(lambda: _promote(engine, evaluation_id, cubin, "m64n64"))
+    # The first promotion wins; the others find a champion that already scores 2.0.
+    assert sorted(outcomes) == ["beats_champion"] * (WRITERS - 1) + ["promoted"]
     with session_scope(engine) as s:
         assert s.scalar(select(func.count()).select_from(Champion)) == 1
-        assert s.scalar(select(func.count()).select_from(ChampionPromotion)) == WRITERS
+        assert s.scalar(select(func.count()).select_from(ChampionPromotion)) == 1
+
+
+def _race_promoters(
+    engine: Engine, racers: list[tuple[float, int, bytes]], shape_bucket: str
+) -> dict[float, str]:
+    """Promote each (score, evaluation id, cubin) in a thread of its own, released together by a
+    barrier; each thread's outcome by score. Re-raises a thread's failure."""
+    barrier = threading.Barrier(len(racers))
+    outcomes: dict[float, str] = {}
+    errors: list[BaseException] = []
+
+    def race(score: float, evaluation_id: int, cubin: bytes) -> None:
+        try:
+            barrier.wait(timeout=30)
+            outcomes[score] = _promote(engine, evaluation_id, cubin, shape_bucket)
+        except BaseException as exc:  # re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race, args=racer) for racer in racers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return outcomes
+
+
+# Rounds of the 2.0-versus-1.5 race; each round uses a key of its own (the shape bucket).
+PROMOTION_ROUNDS = 30
+
+
+def test_two_racing_promoters_leave_the_better_champion_every_round(
+    engine: Engine, report_json: Callable[..., str]
+) -> None:
+    """Promoters of 2.0 and 1.5 released together, in separate sessions and connections: 2.0
+    stays whatever the order. Odd rounds race to insert the key's first champion, even rounds
+    race to replace a 1.2 champion (the row-lock path)."""
+    job_id = _new_job(engine)
+    cubins = {2.0: b"\x7fELF two", 1.5: b"\x7fELF one-five", 1.2: b"\x7fELF one-two"}
+    evaluations = {
+        score: _verified(engine, job_id, f"score-{score}", score, report_json(score, cubin=cubin))
+        for score, cubin in cubins.items()
+    }
+    for round_no in range(PROMOTION_ROUNDS):
+        bucket = f"race{round_no}"
+        if round_no % 2 == 0:
+            assert _promote(engine, evaluations[1.2], cubins[1.2], bucket) == "promoted"
+        racers = [2.0, 1.5] if round_no % 4 < 2 else [1.5, 2.0]  # thread start order varies
+        outcomes = _race_promoters(
+            engine, [(score, evaluations[score], cubins[score]) for score in racers], bucket
+        )
+        assert outcomes[2.0] == "promoted", (round_no, outcomes)
+        assert outcomes[1.5] in ("promoted", "beats_champion"), (round_no, outcomes)
+        with session_scope(engine) as s:
+            champion = s.scalar(select(Champion).filter_by(**{**KEY, "shape_bucket": bucket}))
+            assert champion is not None
+            assert champion.evaluation_id == evaluations[2.0], (round_no, outcomes)
+            assert champion.metrics["score"] == 2.0
+            history = s.scalars(
+                select(ChampionPromotion.score)
+                .filter_by(shape_bucket=bucket)
+                .order_by(ChampionPromotion.id)
+            ).all()
+            assert history[-1] == 2.0 and sorted(history) == history, (round_no, history)
 
 
 def test_concurrent_progress_and_cancel_never_resurrect_a_cancelled_job(engine: Engine) -> None:
