@@ -40,7 +40,9 @@ class JobConfig(BaseModel):
 
     ``evaluator_timeout_s`` is OpenEvolve's own evaluation timeout. It must exceed the
     evaluator's hard timeout so ours fires first: OpenEvolve's timeout returns metrics without
-    the MAP-Elites feature dimensions and the child is dropped.
+    the MAP-Elites feature dimensions and the child is dropped. A value that does not is refused
+    (:func:`evaluator_hard_limit_s`). ``keep_checkpoints``: the newest checkpoints kept on disk,
+    at least 2 so a broken newest one has one to fall back to.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -53,6 +55,7 @@ class JobConfig(BaseModel):
     )
     iterations: int = Field(default=60, ge=1)
     checkpoint_interval: int = Field(default=5, ge=1)
+    keep_checkpoints: int = Field(default=3, ge=2, description="newest checkpoints kept on disk")
     islands: int = Field(default=2, ge=1)
     population: int = Field(default=200, ge=2)
     archive: int = Field(default=50, ge=1)
@@ -83,6 +86,36 @@ class JobConfig(BaseModel):
 
         check_dtype(self.dtype, get_path(self.path).dtypes)
         return self
+
+    @field_validator("evaluator_timeout_s")
+    @classmethod
+    def _after_evaluator_limits(cls, value: int) -> int:
+        limit = evaluator_hard_limit_s()
+        if value <= limit:
+            raise ValueError(
+                f"{value} s does not exceed the evaluator's own hard limit of {limit:.0f} s "
+                "(OpenEvolve's timeout would fire first and drop the child); set it above "
+                f"{limit:.0f}"
+            )
+        return value
+
+
+# The evaluator's time limits that are not exported as constants: ncu's limit for profiling a
+# new best (evaluator/profile.py) and what a compile may take (NVRTC runs in the evaluation's
+# process without a limit of its own today; the compiler child will bring one).
+_PROFILE_LIMIT_S = 120.0
+_COMPILE_ALLOWANCE_S = 60.0
+
+
+def evaluator_hard_limit_s() -> float:
+    """The longest one ``evaluate()`` call may take before the evaluator's own timeouts end it,
+    in seconds: the GPU identity query and the quick check (``QUICK_TIMEOUT_S`` each), full
+    verification with timing (``FULL_TIMEOUT_S``, evaluator/pipeline.py), profiling a new best
+    and compiling. OpenEvolve's ``evaluator_timeout_s`` must exceed it. Compile-only jobs are
+    held to the same bound: one rule for every job file, whichever machine runs it."""
+    from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
+
+    return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + _PROFILE_LIMIT_S + _COMPILE_ALLOWANCE_S
 
 
 def _one_line(error: ValidationError, source: str) -> str:
@@ -117,12 +150,44 @@ def validate_job_config(data: dict[str, Any], source: str = "job config") -> Job
         raise JobConfigError(_one_line(error, source)) from None
 
 
+# A job file is a few hundred bytes; past this it is the wrong file (a log, a checkpoint).
+MAX_JOB_FILE_BYTES = 1 << 20
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently, so ``islands: 4`` further down would quietly win over the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base class says so with its position
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found the key {key!r} twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _yaml_reason(error: yaml.YAMLError) -> str:
     """A YAML syntax error as one line that keeps where it is (1-based line and column)."""
 
     def at(mark: Any) -> str:
         return f"line {mark.line + 1}, column {mark.column + 1}"
 
+    if isinstance(error, yaml.reader.ReaderError):
+        return (
+            f"invalid YAML: character {error.character!r} at offset {error.position} "
+            "is not allowed in YAML text"
+        )
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
         reason = f"invalid YAML at {at(error.problem_mark)}: {error.problem or 'syntax error'}"
         if error.context:
@@ -133,6 +198,30 @@ def _yaml_reason(error: yaml.YAMLError) -> str:
     return f"invalid YAML: {text or type(error).__name__}"
 
 
+def _read_job_file(file: Path, source: str) -> str:
+    """The text of a job file, strictly UTF-8 (a BOM is allowed).
+
+    Raises:
+        JobConfigError: unreadable, too large, or not UTF-8 (naming the first bad byte).
+    """
+    try:
+        with file.open("rb") as stream:
+            raw = stream.read(MAX_JOB_FILE_BYTES + 1)
+    except OSError as error:
+        raise JobConfigError(
+            f"{source}: cannot read job config: {error.strerror or error}"
+        ) from None
+    if len(raw) > MAX_JOB_FILE_BYTES:
+        raise JobConfigError(f"{source}: larger than {MAX_JOB_FILE_BYTES} bytes; not a job config")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise JobConfigError(
+            f"{source}: not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start}); "
+            "save the file as UTF-8"
+        ) from None
+
+
 def load_job_config(
     file: Path | None, overrides: dict[str, Any], defaults: dict[str, Any] | None = None
 ) -> JobConfig:
@@ -141,22 +230,21 @@ def load_job_config(
     environment's, e.g. ``KERNEVO_GPU``).
 
     Raises:
-        JobConfigError: the file is unreadable, not a YAML mapping, or does not validate.
+        JobConfigError: the file is unreadable, larger than ``MAX_JOB_FILE_BYTES``, not UTF-8,
+            not YAML (syntax, a key given twice, nesting too deep), not a mapping, or does not
+            validate.
     """
     data: dict[str, Any] = {}
     source = "job config"
     if file is not None:
         source = str(file)
+        text = _read_job_file(Path(file), source)
         try:
-            text = Path(file).read_text()
-        except OSError as error:
-            raise JobConfigError(
-                f"{source}: cannot read job config: {error.strerror or error}"
-            ) from None
-        try:
-            loaded = yaml.safe_load(text)
+            loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as error:
             raise JobConfigError(f"{source}: {_yaml_reason(error)}") from None
+        except RecursionError:
+            raise JobConfigError(f"{source}: invalid YAML: nested too deeply") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

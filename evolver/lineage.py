@@ -19,6 +19,8 @@ A parent is always recorded before its children: a program can only be sampled a
 ``add`` returned, by which time it is in the store. Programs in a checkpoint were recorded before
 the checkpoint was written (tracing precedes checkpointing in OpenEvolve's loop), so a resumed
 job's parents are all present. ``record_program`` is idempotent on the OpenEvolve program id.
+Iterations after that checkpoint which the killed run had already recorded run again with new
+program ids: their programs are new rows marked ``rerun``, next to the first run's.
 
 Evaluations come from the evaluator's full report, ``$KERNEVO_REPORT_DIR/<sha256 of source>.json``:
 status ``ok`` is a ``scored`` evaluation, ``compiled`` (a compile-only evaluation that compiled)
@@ -55,7 +57,9 @@ class RecordContext:
     """Where and under which identity one job's programs are recorded.
 
     ``gpu_key``/``gpu_name``/``arch`` fill evaluation rows whose report names no GPU (compile-only
-    evaluations, iterations that produced no program).
+    evaluations, iterations that produced no program). ``rerun_through``: on a resume, the
+    newest iteration the job recorded before; programs of iterations up to it ran again (the
+    job was killed after its last checkpoint) and are recorded with ``rerun=True``.
     """
 
     engine: Engine
@@ -68,6 +72,11 @@ class RecordContext:
     gpu_key: str
     gpu_name: str
     arch: str
+    rerun_through: int | None = None
+
+    def is_rerun(self, iteration: int) -> bool:
+        """Whether ``iteration`` ran before this run (a resumed job repeating it)."""
+        return self.rerun_through is not None and iteration <= self.rerun_through
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,8 @@ class Recorded:
     ``kind`` "lost" is an iteration that failed before its parent was known (a crashed worker,
     OpenEvolve's own timeout): nothing could be recorded for it. ``score`` is the combined score
     (0 on failure); ``speedup`` the speedup at the largest timed shape; ``status`` the
-    evaluation report's status (``ok``, ``compiled``, ``compile_error``, …) when there was one.
+    evaluation report's status (``ok``, ``compiled``, ``compile_error``, …) when there was one;
+    ``rerun`` that the iteration ran before the resume.
     """
 
     kind: RecordKind
@@ -90,6 +100,7 @@ class Recorded:
     check: str | None = None
     new: bool = True
     status: str | None = None
+    rerun: bool = False
 
 
 def source_sha256(source: str) -> str:
@@ -333,6 +344,7 @@ class LineageRecorder:
                 diff=row.diff,
                 backend=row.backend,
                 model=row.model,
+                rerun=ctx.is_rerun(row.iteration),
             )
             if created and evaluation is not None:
                 report = evaluation.report
@@ -365,6 +377,7 @@ class LineageRecorder:
                 check=evaluation.check if evaluation else None,
                 new=created,
                 status=evaluation.status if evaluation else None,
+                rerun=created and ctx.is_rerun(row.iteration),
             )
         )
 

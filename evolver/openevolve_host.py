@@ -4,7 +4,9 @@ OpenEvolve reads its workers' environment from ``os.environ`` when its pool star
 to the root logger, and installs SIGINT/SIGTERM handlers that it never removes. These context
 managers scope each of those to one run, so a second job in the same process (the tests) starts
 clean and a Ctrl-C after the run does not call into a stopped controller; ``noting_signals``
-tells the runner when a run ended early because of a signal.
+tells the runner when a run ended early because of a signal. ``workers_die_with_job`` makes
+OpenEvolve's pool workers end with the job's process (a ``kill -9`` of ``kernevo evolve`` leaves
+no worker behind), and ``keeping_last_checkpoints`` deletes old checkpoints as new ones complete.
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ import importlib.util
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+from evolver.checkpoints import prune_checkpoints
+
+# Set in the environment the pool workers start with: the pid of the job's process, their parent.
+JOB_PID_VARIABLE = "KERNEVO_JOB_PID"
+# OpenEvolve's own pool initializer while ``workers_die_with_job`` has replaced it.
+_openevolve_worker_init: Callable[..., None] | None = None
 
 
 def evaluation_file() -> str:
@@ -139,3 +149,60 @@ def noting_signals() -> Iterator[list[int]]:
         yield received
     finally:
         controller.signal = real
+
+
+def _worker_init_dying_with_job(
+    config_dict: dict[str, Any], evaluation_file: str, parent_env: dict[str, str] | None = None
+) -> None:
+    """OpenEvolve's pool initializer, after arranging for this worker to die with the job.
+
+    The job's process starts the pool from its main thread and replaces recycled workers from
+    the executor's manager thread; both live as long as the pool, so the kernel's parent-death
+    signal is safe here (``evaluator.parent_watch``). Module-level, so the spawned worker can
+    unpickle it by name.
+    """
+    import openevolve.process_parallel as parallel
+
+    from evaluator.parent_watch import die_with_parent
+
+    job_pid = (parent_env or {}).get(JOB_PID_VARIABLE)
+    die_with_parent(int(job_pid) if job_pid else os.getppid(), pdeathsig=True)
+    init = _openevolve_worker_init or parallel._worker_init
+    init(config_dict, evaluation_file, parent_env)
+
+
+@contextmanager
+def workers_die_with_job() -> Iterator[None]:
+    """Inside the block, OpenEvolve's process pool starts workers that end when the job's
+    process ends, however it ends (SIGKILL included). Enter it inside :func:`environment`
+    with ``JOB_PID_VARIABLE`` set, before OpenEvolve starts its pool."""
+    global _openevolve_worker_init
+    import openevolve.process_parallel as parallel
+
+    _openevolve_worker_init = parallel._worker_init
+    parallel._worker_init = _worker_init_dying_with_job  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        parallel._worker_init = _openevolve_worker_init  # type: ignore[assignment]
+        _openevolve_worker_init = None
+
+
+@contextmanager
+def keeping_last_checkpoints(openevolve: Any, output_dir: Path, keep: int) -> Iterator[list[str]]:
+    """Inside the block, each checkpoint OpenEvolve completes is followed by deleting all but
+    the newest ``keep`` complete ones (``evolver.checkpoints.prune_checkpoints``); yields the
+    names deleted so far. OpenEvolve saves checkpoints through the controller's
+    ``_save_checkpoint``, in the job's process, one at a time."""
+    removed: list[str] = []
+    save = openevolve._save_checkpoint
+
+    def save_then_prune(iteration: int) -> None:
+        save(iteration)
+        removed.extend(path.name for path in prune_checkpoints(output_dir, keep))
+
+    openevolve._save_checkpoint = save_then_prune
+    try:
+        yield removed
+    finally:
+        openevolve._save_checkpoint = save

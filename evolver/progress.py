@@ -120,6 +120,8 @@ class ProgressReporter:
             "failure": "no program",
             "lost": "lost",
         }[rec.kind]
+        if rec.rerun:
+            outcome += " (re-run)"
         result = f"score {rec.score:.3f}"
         if rec.status == COMPILED_STATUS and not rec.error_kind:
             result = "compiled"  # compile-only: nothing ran, so there is no score to show

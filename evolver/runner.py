@@ -3,8 +3,15 @@
 A job is (path, dtype, GPU). Fresh: the job row is created, the seed kernel is written to the
 job's work folder as OpenEvolve's initial program, the evaluator's environment is set (before
 OpenEvolve loads the evaluation file and starts its worker pool, which copies the environment),
-and OpenEvolve runs for the configured iterations, checkpointing every few. Resumed: the same
-folder, OpenEvolve restarts from the newest complete checkpoint and runs the iterations left.
+and OpenEvolve runs for the configured iterations, checkpointing every few and keeping the newest
+``keep_checkpoints``. Resumed: the same folder; every program of the newest complete checkpoint is
+checked against the lineage store first (an older checkpoint is taken when it is broken), then
+OpenEvolve restarts from it and runs the iterations left. Iterations after that checkpoint which
+the killed run had recorded run again; their programs are recorded as re-runs.
+
+Process lifetime: OpenEvolve's pool workers, and the GPU workers they start, end when this
+process ends, however it ends (``evaluator.parent_watch``); ``kill -9`` of the job leaves no
+worker behind.
 
 Work folder ``$KERNEVO_WORK_DIR/job-<id>/``: ``initial_program.cu``, ``prompts/`` (templates),
 ``reports/`` (one evaluator report per source sha256), ``openevolve/`` (checkpoints, logs,
@@ -26,7 +33,7 @@ from sqlalchemy import Engine, func, select
 
 from evolver import openevolve_host as host
 from evolver.champion import MIN_CHAMPION_SCORE, promote_best
-from evolver.checkpoints import Checkpoint, JobLock, latest_checkpoint
+from evolver.checkpoints import Checkpoint, JobLock, ResumePoint, choose_resume_point
 from evolver.errors import EvolverError, JobFailedError, ResumeError, WorkDirError
 from evolver.gpu import GpuFacts, query_gpu
 from evolver.job_config import JobConfig, validate_job_config
@@ -209,6 +216,22 @@ def _count_programs(engine: Engine, job_id: int) -> int:
         return int(s.scalar(select(func.count(Program.id)).where(Program.job_id == job_id)) or 0)
 
 
+def _recorded(engine: Engine, job_id: int) -> tuple[dict[str, str], int | None]:
+    """The job's recorded programs (uid → source sha256) and the newest iteration among them
+    (``None`` when there is none)."""
+    from db.models import Program
+    from db.session import session_scope
+
+    with session_scope(engine) as s:
+        rows = s.execute(
+            select(Program.uid, Program.source_sha256, Program.iteration).where(
+                Program.job_id == job_id
+            )
+        ).all()
+    newest = max((row.iteration for row in rows), default=None)
+    return {row.uid: row.source_sha256 for row in rows}, newest
+
+
 def _run(
     job: JobConfig,
     job_id: int,
@@ -300,7 +323,12 @@ def _run_locked(
     report_dir.mkdir(parents=True, exist_ok=True)
     output_dir = work / "openevolve"
     templates = write_templates(work / "prompts")
-    checkpoint = latest_checkpoint(output_dir) if resuming else None
+    rerun_through: int | None = None
+    point = ResumePoint(None, (), ())
+    if resuming:
+        recorded, rerun_through = _recorded(engine, job_id)
+        point = choose_resume_point(output_dir, recorded)
+    checkpoint = point.checkpoint
     done = checkpoint.iteration if checkpoint else 0
     remaining = job.iterations - done
     oe: Any = None
@@ -351,13 +379,21 @@ def _run_locked(
             gpu_key=gpu.key if gpu else NO_GPU_KEY,
             gpu_name=gpu.name if gpu else "no GPU (compile-only)",
             arch=gpu.arch if gpu else NO_GPU_ARCH,
+            rerun_through=rerun_through,
         ),
         reporter,
         stop,
     )
     with session_scope(engine) as s:
         repository.update_job_progress(s, job_id, state="running", iteration=done)
+    for name, failure in point.rejected:
+        write(f"job {job_id} | {name} is broken, not resumed from: {failure.describe()}")
     write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work))
+    if rerun_through is not None and rerun_through > done:
+        write(
+            f"job {job_id} | iterations {done + 1}..{min(rerun_through, job.iterations)} ran "
+            "after that checkpoint before the job stopped: they run again, recorded as re-runs"
+        )
 
     env = {
         "KERNEVO_EVAL_PATH": spec.path_id,
@@ -365,11 +401,12 @@ def _run_locked(
         "KERNEVO_EVAL_GPU": str(job.gpu) if gpu else "none",
         "KERNEVO_REPORT_DIR": str(report_dir),
         "KERNEVO_EVAL_ARCH": gpu.arch if gpu else NO_GPU_ARCH,
+        host.JOB_PID_VARIABLE: str(os.getpid()),
     }
     failure: str | None = None
     final: tuple[str, str, dict[str, float]] | None = None
     received: list[int] = []
-    with host.environment(env), host.scoped_logging():
+    with host.environment(env), host.scoped_logging(), host.workers_die_with_job():
         config = build_config(
             job,
             models=model_configs(backend, job.llm),
@@ -391,6 +428,7 @@ def _run_locked(
                 Heartbeat(reporter),
                 host.signal_handlers_restored(),
                 host.noting_signals() as received,
+                host.keeping_last_checkpoints(oe, output_dir, job.keep_checkpoints),
             ):
                 try:
                     best = asyncio.run(
