@@ -8,26 +8,46 @@ the question goes to a short-lived ``python -c`` child and comes back as JSON.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from evolver.errors import NoGpuError
 
-# Runs in the child: device count, then the properties of one device, as one JSON line.
+# Runs in the child: the driver library, the device count, then the properties of one device,
+# as one JSON line; a missing GPU is a JSON line with a ``kind`` (see ``GpuAbsence``). The
+# driver is looked for first, by loading libcuda itself: without it the CUDA runtime reports
+# cudaErrorInsufficientDriver (35), the same code as a driver that is merely too old.
 _PROBE = r"""
-import json, sys
+import ctypes, json, sys
 index = int(sys.argv[1])
+def absent(kind, reason, **more):
+    print(json.dumps({"kind": kind, "reason": reason, **more}))
+    raise SystemExit(0)
+try:
+    libcuda = ctypes.CDLL("libcuda.so.1")
+except OSError as error:
+    absent("no_driver", f"libcuda.so.1 cannot be loaded: {error}")
+driver = ctypes.c_int(0)
+libcuda.cuDriverGetVersion(ctypes.byref(driver))
 try:
     import cupy
     rt = cupy.cuda.runtime
     count = rt.getDeviceCount()
 except Exception as error:
-    print(json.dumps({"count": 0, "reason": f"{type(error).__name__}: {error}"}))
-    raise SystemExit(0)
+    status = getattr(error, "status", None)
+    kind = {35: "old_driver", 100: "no_device"}.get(status, "query_failed")
+    try:
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+    except Exception:
+        runtime = 0
+    absent(kind, f"{type(error).__name__}: {error}", driver=driver.value, runtime=runtime)
+if count == 0:
+    absent("no_device", "cudaGetDeviceCount() is 0")
 if index >= count:
-    print(json.dumps({"count": count, "reason": f"device index {index} >= device count {count}"}))
-    raise SystemExit(0)
+    absent("index_out_of_range", f"device index {index} >= device count {count}", count=count)
 p = rt.getDeviceProperties(index)
 name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
 print(json.dumps({
@@ -44,6 +64,50 @@ print(json.dumps({
     "runtime_version": rt.runtimeGetVersion(),
 }))
 """
+
+
+GpuAbsence = Literal["no_driver", "old_driver", "no_device", "index_out_of_range", "query_failed"]
+
+
+class GpuNotFoundError(NoGpuError):
+    """No usable CUDA device, with ``kind`` naming which check found that (a ``GpuAbsence``)."""
+
+    def __init__(self, kind: GpuAbsence, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _cuda_version(code: int) -> str:
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+def absence_message(index: int, data: dict[str, Any]) -> str:
+    """The one-line reason for a probe answer without a device (``data["kind"]`` set).
+
+    ``"no NVIDIA driver"`` only when libcuda itself is missing; a driver older than the CUDA
+    runtime, no device (``CUDA_VISIBLE_DEVICES`` named when it is set), and an index past the
+    device count each say so.
+    """
+    kind, reason = data.get("kind"), data.get("reason", "")
+    if kind == "no_driver":
+        return f"no CUDA GPU found: no NVIDIA driver ({reason})"
+    if kind == "old_driver":
+        return (
+            f"no CUDA GPU found: the NVIDIA driver (CUDA {_cuda_version(data.get('driver', 0))}) "
+            f"is older than the CUDA runtime ({_cuda_version(data.get('runtime', 0))}); "
+            "update the driver"
+        )
+    if kind == "no_device":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        hidden = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        return f"no CUDA GPU found: no CUDA device ({reason}{hidden})"
+    if kind == "index_out_of_range":
+        count = int(data.get("count", 0))
+        return (
+            f"no CUDA GPU found: device index {index} out of range "
+            f"({count} device{'s' if count != 1 else ''}: 0..{count - 1})"
+        )
+    return f"no CUDA GPU found: the device query failed ({reason})"
 
 
 @dataclass(frozen=True)
@@ -81,8 +145,9 @@ def query_gpu(index: int, *, timeout_s: float = 120.0) -> GpuFacts:
     """Facts about CUDA device ``index``, asked in a child process.
 
     Raises:
-        NoGpuError: no CUDA GPU is visible (no driver, no device, or ``index`` out of range),
-            with the reason CuPy gave.
+        GpuNotFoundError: (a ``NoGpuError``) no usable GPU; ``kind`` says why: no NVIDIA driver,
+            a driver older than the CUDA runtime, no device, ``index`` out of range, or a failed
+            query (see :func:`absence_message`).
     """
     from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
 
@@ -95,16 +160,18 @@ def query_gpu(index: int, *, timeout_s: float = 120.0) -> GpuFacts:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise NoGpuError(
-            f"no CUDA GPU found: the device query timed out after {timeout_s:.0f} s"
+        raise GpuNotFoundError(
+            "query_failed", f"no CUDA GPU found: the device query timed out after {timeout_s:.0f} s"
         ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NoGpuError(f"no CUDA GPU found: the device query failed ({tail})")
+        raise GpuNotFoundError(
+            "query_failed", f"no CUDA GPU found: the device query failed ({tail})"
+        )
     data = json.loads(lines[-1])
     if "name" not in data:
-        raise NoGpuError(f"no CUDA GPU found ({data.get('reason', 'no device')})")
+        raise GpuNotFoundError(data.get("kind", "query_failed"), absence_message(index, data))
     return GpuFacts(
         index=index,
         name=data["name"],

@@ -184,8 +184,10 @@ def _yaml_reason(error: yaml.YAMLError) -> str:
         return f"line {mark.line + 1}, column {mark.column + 1}"
 
     if isinstance(error, yaml.reader.ReaderError):
+        char = error.character
+        code = char if isinstance(char, int) else ord(char)
         return (
-            f"invalid YAML: character {error.character!r} at offset {error.position} "
+            f"invalid YAML: character U+{code:04X} at offset {error.position} "
             "is not allowed in YAML text"
         )
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
@@ -240,7 +242,7 @@ def load_job_config(
         source = str(file)
         text = _read_job_file(Path(file), source)
         try:
-            loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+            loaded = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python tags
         except yaml.YAMLError as error:
             raise JobConfigError(f"{source}: {_yaml_reason(error)}") from None
         except RecursionError:

@@ -7,21 +7,33 @@ kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
 
 Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
 endpoint or service, wrong database URL, a work folder that cannot be written, a port in use)
-print one line on stderr and exit 1; usage errors exit 2; a job stopped by Ctrl-C exits 130
-(128 + the signal number for SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
+print one line on stderr and exit 1; usage errors exit 2: a bad argument, or a ``KERNEVO_*``
+variable that is unknown, empty or does not parse (checked against ``kernevo.environment``
+before anything runs); a job stopped by Ctrl-C exits 130 (128 + the signal number for
+SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
+
+from kernevo.environment import (
+    SettingsError,
+    check_environment,
+    describe,
+    read_settings,
+    shorten,
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -43,11 +55,21 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (argparse prints the whole usage by default)."""
 
     def error(self, message: str) -> NoReturn:
+        message = _short_tokens(" ".join(message.split()))
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+# A run of this many non-blank characters in a message is echoed input (a megabyte --gpu, a
+# pasted file): cut, so that the one-line error stays readable.
+_LONG_TOKEN = re.compile(r"\S{81,}")
+
+
+def _short_tokens(text: str) -> str:
+    return _LONG_TOKEN.sub(lambda match: shorten(match.group(0)), text)
+
+
 def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
+    text = _short_tokens(" ".join(str(error).split()))
     return text or type(error).__name__
 
 
@@ -74,8 +96,6 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def _cmd_evolve(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from db.settings import DatabaseSettings
     from evolver.job_config import load_job_config
     from evolver.runner import resume_job, start_job
@@ -84,11 +104,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
     settings_args: dict[str, Any] = {}
     if args.work_dir is not None:
         settings_args["work_dir"] = args.work_dir
-    try:
-        settings = EvolverSettings(**settings_args)
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise CliError(f"KERNEVO_{str(first['loc'][0]).upper()}: {first['msg']}") from None
+    settings = read_settings(EvolverSettings, **settings_args)
     database_url = args.database_url or DatabaseSettings().database_url
     llm = {
         "base_url": args.llm_base_url,
@@ -186,13 +202,22 @@ def _listen(host: str, port: int) -> Any:
 
 
 def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high], else a one-line usage error (exit 2)."""
+    """An argparse type: an integer in [low, high], else a one-line usage error (exit 2).
+
+    A number of more than 30 digits is out of range without being converted (Python refuses
+    to convert more than 4300 digits, with a message that is not about the option).
+    """
 
     def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if digits.isdigit() and len(digits) > 30:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be {low}..{high}, not a {len(digits)}-digit number"
+            )
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {what}, not {shorten(text)!r}") from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {value}")
         return value
@@ -206,6 +231,77 @@ _count = _int_in(1, 2**31 - 1, "a positive integer")
 _job_id = _int_in(1, 2**31 - 1, "a job id")
 _seed = _int_in(0, 2**32 - 1, "a seed")
 _device = _int_in(0, 1023, "a device index")
+_dimension = _int_in(1, 2**31 - 1, "a matrix dimension")
+
+# Lengths past which an argument is a mistake rather than a value: names (paths, dtypes, GPU
+# names, models) are short identifiers; URLs and file paths get Linux's PATH_MAX.
+_NAME_MAX = 256
+_LONG_MAX = 4096
+
+
+def _text(what: str, max_len: int = _NAME_MAX) -> Callable[[str], str]:
+    """An argparse type: one line of 1..``max_len`` characters, else a usage error."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
+        if len(text) > max_len:
+            raise argparse.ArgumentTypeError(
+                f"expected {what} of at most {max_len} characters, not {len(text)}"
+            )
+        if any(char in text for char in "\n\r\x00"):
+            raise argparse.ArgumentTypeError(f"expected {what} on one line, not {text!r}")
+        return text
+
+    return parse
+
+
+def _url(text: str) -> str:
+    """An argparse type: an ``http://`` or ``https://`` URL with a host."""
+    from urllib.parse import urlsplit
+
+    text = _text("a URL", _LONG_MAX)(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as error:  # e.g. an unclosed IPv6 bracket
+        raise argparse.ArgumentTypeError(f"not a URL: {shorten(text)!r} ({error})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, not {text!r}")
+    return text
+
+
+# RFC 1123 host names: labels of 1..63 letters, digits and inner hyphens; 253 characters in all.
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _host(text: str) -> str:
+    """An argparse type for ``--host``: an IP address or a host name; never empty (an empty host
+    binds every interface, which must be asked for as ``0.0.0.0`` or ``::``)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected an address or host name, not an empty string "
+            "(for every interface say 0.0.0.0 or ::)"
+        )
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        pass
+    name = text.removesuffix(".")
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+        raise argparse.ArgumentTypeError(
+            f"expected an IP address or host name, not {shorten(text)!r}"
+        )
+    return text
+
+
+def _env_name(text: str) -> str:
+    """An argparse type: the name of an environment variable (letters, digits, ``_``)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or len(text) > _NAME_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected an environment variable name, not {shorten(text)!r}"
+        )
+    return text
 
 
 def _resume(text: str) -> str:
@@ -368,8 +464,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     evolve = commands.add_parser("evolve", help="run or resume an evolution job")
-    evolve.add_argument("--path", help="algorithmic path, e.g. trsm_small")
-    evolve.add_argument("--dtype", help="float32 | float64 | complex64 | complex128")
+    evolve.add_argument("--path", type=_text("a path id"), help="algorithmic path, e.g. trsm_small")
+    evolve.add_argument(
+        "--dtype", type=_text("a dtype"), help="float32 | float64 | complex64 | complex128"
+    )
     evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
     evolve.add_argument("--iterations", type=_count, help="total iterations (default 60)")
     evolve.add_argument("--gpu", type=_device, help="CUDA device index (default KERNEVO_GPU or 0)")
@@ -392,52 +490,86 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument("--population", type=_count)
     evolve.add_argument("--seed", type=_seed)
     evolve.add_argument("--promote-every", type=_count)
-    evolve.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: offline)")
-    evolve.add_argument("--llm-model")
-    evolve.add_argument("--llm-api-key-env", help="name of the variable holding the API key")
-    evolve.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    evolve.add_argument(
+        "--llm-base-url", type=_url, help="OpenAI-compatible endpoint (default: offline)"
+    )
+    evolve.add_argument("--llm-model", type=_text("a model name"))
+    evolve.add_argument(
+        "--llm-api-key-env", type=_env_name, help="name of the variable holding the API key"
+    )
+    evolve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     evolve.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
     evolve.set_defaults(func=_cmd_evolve)
 
     serve = commands.add_parser("serve", help="run the REST service")
-    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--host", type=_host, default="127.0.0.1")
     serve.add_argument("--port", type=_port, default=8000, help="1..65535 (default 8000)")
-    serve.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    serve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     serve.set_defaults(func=_cmd_serve)
 
     best = commands.add_parser("best", help="the champion kernel serving a problem")
-    best.add_argument("--op", default="trsm")
-    best.add_argument("--dtype", required=True)
-    best.add_argument("--m", type=int, required=True)
-    best.add_argument("--n", type=int, required=True)
-    best.add_argument("--gpu", help="GPU name or key (default: this machine's GPU)")
+    best.add_argument("--op", type=_text("an op"), default="trsm")
+    best.add_argument("--dtype", type=_text("a dtype"), required=True)
+    best.add_argument("--m", type=_dimension, required=True)
+    best.add_argument("--n", type=_dimension, required=True)
+    best.add_argument(
+        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
+    )
     best.add_argument("--device", type=_device, default=0, help="device asked when --gpu is unset")
-    best.add_argument("--api-url", help="default KERNEVO_API_URL")
+    best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)
 
     jobs = commands.add_parser("jobs", help="jobs and their progress")
     jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
     jobs.add_argument("--limit", type=_count, default=20)
-    jobs.add_argument("--api-url", help="ask the service instead of the database")
-    jobs.add_argument("--database-url", help="default KERNEVO_DATABASE_URL")
+    jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
+    jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     jobs.set_defaults(func=_cmd_jobs)
     return parser
 
 
 def _path_arg(text: str) -> Any:
+    """An argparse type: a file or folder path (1..4096 characters), ``~`` expanded."""
     from pathlib import Path
 
-    return Path(text).expanduser()
+    return Path(_text("a path", _LONG_MAX)(text)).expanduser()
+
+
+_database_url = _text("a database URL", _LONG_MAX)
+
+
+def _check_environment(args: argparse.Namespace) -> None:
+    """Refuse, before anything runs, ``KERNEVO_*`` variables that are unknown (a typo would
+    silently fall back to a default for a whole job), empty, or do not parse for any layer.
+
+    Raises:
+        SettingsError: one line naming the variable, the check and what it expects.
+    """
+    from api.settings import ApiSettings
+    from db.settings import DatabaseSettings
+    from evolver.settings import EvolverSettings
+    from kernevo.settings import LoaderSettings
+
+    problems = check_environment(os.environ, also_known=[getattr(args, "llm_api_key_env", None)])
+    if problems:
+        raise SettingsError(describe(problems), check=problems[0].check, name=problems[0].name)
+    for settings_class in (DatabaseSettings, ApiSettings, EvolverSettings, LoaderSettings):
+        read_settings(settings_class)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kernevo`` console script; returns the exit status."""
+    """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, 1 error,
+    2 usage: arguments or ``KERNEVO_*`` environment, 130 Ctrl-C)."""
     args = _parser().parse_args(argv)
     try:
+        _check_environment(args)
         return int(args.func(args))
     except KeyboardInterrupt:
         print("kernevo: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SettingsError as error:
+        print(f"kernevo: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as error:
         if not isinstance(error, _user_error_types()):
             raise
