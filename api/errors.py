@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 
+from api.validation import install_validation_handler
 from db.errors import (
     ChampionMismatchError,
     InvalidTransitionError,
@@ -35,5 +36,7 @@ async def _repository_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every ``db.errors.RepositoryError`` with its status and message as ``detail``."""
+    """Answer every ``db.errors.RepositoryError`` with its status and message as ``detail``;
+    request validation errors get a 422 that never echoes the request (``api.validation``)."""
+    install_validation_handler(app)
     app.add_exception_handler(RepositoryError, _repository_error)

@@ -1,0 +1,59 @@
+"""422 answers that say where and what, without echoing the request back.
+
+FastAPI's default handler returns every validation error with its ``input``: a 20 MB body with
+one bad field comes back as a 20 MB answer (and a body of many bad items as one error each).
+This handler keeps the convention (``{"detail": [{"loc", "msg", "type"}, …]}``) but cuts every
+echoed text, keeps ``input`` only as a short text of a scalar, and reports at most
+``MAX_ERRORS`` errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+# Enough to fix a request; a body with thousands of bad items needs the first few only.
+MAX_ERRORS = 10
+# Characters kept of a location part, a message or an input value (the one-line CLI limit).
+ECHO_LIMIT = 60
+MESSAGE_LIMIT = 300
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit // 2]}…({len(text)} characters)"
+
+
+def brief(error: dict[str, Any]) -> dict[str, Any]:
+    """One pydantic/FastAPI validation error as ``loc`` (parts cut to ``ECHO_LIMIT``), ``msg``
+    (cut to ``MESSAGE_LIMIT``), ``type`` and, for a scalar input only, ``input`` as cut text."""
+    loc = [part if isinstance(part, int) else _cut(str(part), ECHO_LIMIT) for part in error["loc"]]
+    out: dict[str, Any] = {
+        "loc": loc,
+        "msg": _cut(str(error.get("msg", "")), MESSAGE_LIMIT),
+        "type": str(error.get("type", "")),
+    }
+    given = error.get("input")
+    if isinstance(given, str | int | float | bool):
+        out["input"] = _cut(str(given), ECHO_LIMIT)
+    return out
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    detail = [brief(error) for error in errors[:MAX_ERRORS]]
+    if len(errors) > MAX_ERRORS:
+        detail.append(
+            {"loc": [], "msg": f"and {len(errors) - MAX_ERRORS} more errors", "type": "more"}
+        )
+    return JSONResponse(
+        status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": detail}
+    )
+
+
+def install_validation_handler(app: FastAPI) -> None:
+    """Answer request validation errors with the short 422 of :func:`brief`."""
+    app.add_exception_handler(RequestValidationError, _validation_error)
