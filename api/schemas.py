@@ -151,7 +151,9 @@ class Envelope(BaseModel):
 
 class KernelOut(BaseModel):
     """The verified champion kernel serving one problem: cubin (base64) and everything needed to
-    check and launch it."""
+    check and launch it. ``signature`` is the base64 Ed25519 signature made at promotion over
+    ``kernevo.signature.signed_payload`` and ``signing_key_id`` the sha256 (hex) of the signer's
+    raw public key; both ``null`` for a champion promoted unsigned (loaders refuse it)."""
 
     path: str
     dtype: str
@@ -170,6 +172,8 @@ class KernelOut(BaseModel):
     envelope: Envelope
     metrics: dict[str, Any]
     promoted_at: datetime
+    signature: str | None
+    signing_key_id: str | None
 
     @classmethod
     def from_champion(cls, champion: Champion, program: Program) -> KernelOut:
@@ -192,4 +196,6 @@ class KernelOut(BaseModel):
             envelope=Envelope.model_validate(champion.envelope),
             metrics=champion.metrics,
             promoted_at=champion.promoted_at,
+            signature=champion.signature,
+            signing_key_id=champion.signing_key_id,
         )

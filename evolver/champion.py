@@ -5,20 +5,31 @@ shapes, determinism and compute-sanitizer on the job's GPU; its report is record
 ``verified`` evaluation (or a ``failed`` one) of the program before ``promote_champion`` stores
 the cubin. A champion of the same key that already scores at least as well is left in place:
 another job (or an earlier promotion) may have found a better kernel.
+
+Every champion is signed here (Ed25519, ``kernevo.signature.signed_payload``: the key, arch,
+cubin and source digests, launch, envelope, compile options and NVRTC version) with
+``KERNEVO_SIGNING_KEY``, or by default the local key pair in ``KERNEVO_KEY_DIR`` (created on the
+first promotion, private key mode 0600), so that a loader trusting that key runs it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, select
 
+# The store enforces the threshold (db.repository.promote_champion); the runner imports it from
+# here to skip verifying a program that could not be promoted anyway.
+from db.repository import MIN_CHAMPION_SCORE as MIN_CHAMPION_SCORE
+from evolver.settings import EvolverSettings
+from kernevo.keys import SigningKey, generate_key_pair, load_signing_key
+from kernevo.signature import sign, signed_payload
 from seeds.spec import PathSpec
 
-# A champion must beat the vendor library: the loader serves it instead of cuBLAS inside its
-# envelope, so a kernel with geometric-mean speedup at or below 1 would only slow callers down.
-MIN_CHAMPION_SCORE = 1.0
+if TYPE_CHECKING:
+    from db.models import Champion
 
 
 @dataclass(frozen=True)
@@ -39,14 +50,18 @@ def promote_best(
     gpu_key: str,
     uid: str,
     source: str,
+    signing_key: SigningKey | None = None,
 ) -> PromotionOutcome:
     """Verify program ``uid`` (already recorded) on GPU ``gpu_index`` and promote it to champion
     of (path, dtype, ``gpu_key``, shape bucket) when it is fully verified and beats the current
-    champion's score (combined score: geometric-mean speedup over cuBLAS).
+    champion's score (combined score: geometric-mean speedup over cuBLAS), signed with
+    ``signing_key`` (default: :func:`configured_signing_key`, read before verification starts).
 
     Raises:
         db.errors.RepositoryError: the program is not recorded, or the store refuses the
             promotion (e.g. the cubin differs from the verified one).
+        kernevo.keys.KeyFileError: the configured signing key cannot be used.
+        OSError: the local key pair cannot be created.
     """
     from db import repository
     from db.models import Program
@@ -65,6 +80,7 @@ def promote_best(
         # undid itself): verifying it again would only re-measure the champion.
         return PromotionOutcome(False, f"champion kept: program {uid} is the champion's kernel")
 
+    key = signing_key if signing_key is not None else configured_signing_key()
     report = verify_champion(source, spec.path_id, dtype, gpu_index)
     data = json.loads(report.to_json())
     ok = report.status == "ok"
@@ -108,18 +124,82 @@ def promote_best(
         compiled = compile_cubin(source, options, arch)
         if not compiled.ok:
             return PromotionOutcome(False, "champion recompile failed: " + compiled.log[:200])
-        repository.promote_champion(
-            s,
-            evaluation_id=evaluation_id,
+        launch = {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name}
+        envelope = {**spec.envelope, "verified_shapes": data.get("verified_shapes", [])}
+        payload = signed_payload(
             path=spec.path_id,
             dtype=dtype,
-            gpu_key=gpu_key,
+            gpu=gpu_key,
             shape_bucket=spec.shape_bucket,
-            cubin=compiled.cubin,
-            launch={"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name},
-            envelope={**spec.envelope, "verified_shapes": data.get("verified_shapes", [])},
+            program_id=program_id,
+            arch=arch,
+            cubin_sha256=sha256_hex(compiled.cubin),
+            source_sha256=sha256_hex(source),
+            launch=launch,
+            envelope=envelope,
             compile_options=options,
+            nvrtc_version=report.compile.nvrtc_version if report.compile else None,
         )
+        try:
+            champion = repository.promote_champion(
+                s,
+                evaluation_id=evaluation_id,
+                path=spec.path_id,
+                dtype=dtype,
+                gpu_key=gpu_key,
+                shape_bucket=spec.shape_bucket,
+                cubin=compiled.cubin,
+                launch=launch,
+                envelope=envelope,
+                compile_options=options,
+                signature=sign(key.private_key, payload),
+                signing_key_id=key.key_id,
+            )
+        except repository.PromotionRefusedError as refusal:
+            # The store decides under the champion row's lock: another job's promotion may have
+            # won since the check above. Nothing was written; the job keeps evolving.
+            return PromotionOutcome(
+                False, f"champion kept: {refusal.check}: {refusal}", report.combined_score
+            )
+        if stored_payload(champion) != payload:
+            # Our own bug (signer and store disagree on a field): raising rolls the promotion
+            # back rather than publish a champion every loader would refuse.
+            raise RuntimeError("the signed payload differs from the stored champion")
     return PromotionOutcome(
         True, f"promoted to champion with score {report.combined_score:.3f}", report.combined_score
     )
+
+
+def configured_signing_key() -> SigningKey:
+    """The key promotions sign with: ``KERNEVO_SIGNING_KEY`` when set, else the local key pair
+    in ``KERNEVO_KEY_DIR`` (default ``~/.config/kernevo/keys``), created when missing.
+
+    Raises:
+        kernevo.keys.KeyFileError: ``KERNEVO_SIGNING_KEY`` names a file that is not a usable
+            Ed25519 PEM private key.
+        OSError: the local key folder cannot be created or written.
+    """
+    settings = EvolverSettings()
+    if settings.signing_key is not None:
+        return load_signing_key(settings.signing_key)
+    return generate_key_pair(settings.key_dir)
+
+
+def stored_payload(champion: Champion) -> bytes:
+    """:func:`kernevo.signature.signed_payload` of a stored champion row (what a loader will
+    recompute from the service's response)."""
+    fields: dict[str, Any] = {
+        "path": champion.path,
+        "dtype": champion.dtype,
+        "gpu": champion.gpu_key,
+        "shape_bucket": champion.shape_bucket,
+        "program_id": champion.program_id,
+        "arch": champion.arch,
+        "cubin_sha256": champion.cubin_sha256,
+        "source_sha256": champion.program.source_sha256,
+        "launch": champion.launch,
+        "envelope": champion.envelope,
+        "compile_options": champion.compile_options,
+        "nvrtc_version": champion.nvrtc_version,
+    }
+    return signed_payload(**fields)

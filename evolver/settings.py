@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kernevo.keys import DEFAULT_KEY_DIR
+
 # The CLI's --gpu range: far above any machine's device count, small enough to be a number.
 _MAX_DEVICE_INDEX = 1023
 # What a POSIX shell accepts as a variable name.
@@ -20,10 +22,12 @@ class EvolverSettings(BaseSettings):
     Environment variables: ``KERNEVO_LLM_BASE_URL``, ``KERNEVO_LLM_MODEL``,
     ``KERNEVO_LLM_API_KEY_ENV`` (the *name* of the variable holding the key, so the key itself
     never lands in a job record), ``KERNEVO_GPU`` (device index), ``KERNEVO_WORK_DIR``
-    (checkpoints, OpenEvolve output, evaluation reports). With no base URL the built-in offline
-    mutator proposes the diffs. Other ``KERNEVO_*`` variables belong to other layers and are
-    ignored here; unknown keyword arguments are refused. Empty values are refused (unset the
-    variable for the default).
+    (checkpoints, OpenEvolve output, evaluation reports), ``KERNEVO_SIGNING_KEY`` (PEM Ed25519
+    private key that signs promoted champions; unset: the local key pair in ``KERNEVO_KEY_DIR``,
+    default ``~/.config/kernevo/keys``, created on the first promotion). With no base URL the
+    built-in offline mutator proposes the diffs. Other ``KERNEVO_*`` variables belong to other
+    layers and are ignored here; unknown keyword arguments are refused. Empty values are
+    refused (unset the variable for the default).
 
     Raises:
         pydantic.ValidationError: a value that does not parse or is out of range (e.g.
@@ -37,6 +41,8 @@ class EvolverSettings(BaseSettings):
     llm_api_key_env: str | None = None
     gpu: int = Field(default=0, ge=0, le=_MAX_DEVICE_INDEX)
     work_dir: Path = Path("./runs")
+    signing_key: Path | None = None
+    key_dir: Path = DEFAULT_KEY_DIR
 
     @field_validator("*", mode="before")
     @classmethod
@@ -60,7 +66,7 @@ class EvolverSettings(BaseSettings):
             raise ValueError("not an environment variable name (letters, digits and _)")
         return value
 
-    @field_validator("work_dir")
+    @field_validator("work_dir", "signing_key", "key_dir")
     @classmethod
-    def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+    def _expand_home(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None

@@ -2,7 +2,9 @@
 
 Every way the fetch can go wrong (service down, 404, a body that does not parse, a cubin whose
 sha256 differs from the one announced) comes back as a :class:`FetchOutcome`, never as an
-exception: the resolver turns each into a reason and falls back.
+exception: the resolver turns each into a reason and falls back. The announced sha256 only
+catches corruption (it comes with the cubin); whether the champion may run at all is decided by
+its signature (``kernevo.trust``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class _ChampionModel(BaseModel):
     envelope: _EnvelopeModel
     metrics: dict[str, Any] = {}
     promoted_at: str | None = None
+    signature: str | None = None
+    signing_key_id: str | None = None
 
     @field_validator("nvrtc_version", mode="before")
     @classmethod
@@ -98,6 +102,8 @@ class ChampionKernel:
     ``cubin`` is the compiled module for ``arch`` (e.g. ``"sm_90"``); its sha256 equals
     ``cubin_sha256`` (checked by :func:`fetch_champion` and by the disk cache on every read).
     ``launch`` names the solve kernel and the launch-configuration kernel in the module.
+    ``signature`` (base64 Ed25519 over ``kernevo.signature.champion_payload``) and
+    ``signing_key_id`` (sha256 of the signer's raw public key) are ``None`` when unsigned.
     """
 
     path: str
@@ -117,6 +123,8 @@ class ChampionKernel:
     metrics: Mapping[str, Any] = field(default_factory=dict, repr=False)
     source: str = field(default="", repr=False)
     cubin: bytes = field(default=b"", repr=False)
+    signature: str | None = field(default=None, repr=False)
+    signing_key_id: str | None = None
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], cubin: bytes) -> ChampionKernel:
@@ -131,13 +139,13 @@ class ChampionKernel:
         cubin_digest = hashlib.sha256(cubin).hexdigest()
         if cubin_digest != meta.cubin_sha256.lower():
             raise Sha256MismatchError(
-                f"sha256 mismatch: cubin hashes to {cubin_digest[:12]}…, "
+                f"cubin digest mismatch: cubin hashes to {cubin_digest[:12]}…, "
                 f"expected {meta.cubin_sha256[:12]}…"
             )
         source_digest = hashlib.sha256(meta.source.encode()).hexdigest()
         if source_digest != meta.source_sha256.lower():
             raise Sha256MismatchError(
-                f"sha256 mismatch: source hashes to {source_digest[:12]}…, "
+                f"source digest mismatch: source hashes to {source_digest[:12]}…, "
                 f"expected {meta.source_sha256[:12]}…"
             )
         return cls(
@@ -162,6 +170,8 @@ class ChampionKernel:
             metrics=dict(meta.metrics),
             source=meta.source,
             cubin=cubin,
+            signature=meta.signature,
+            signing_key_id=meta.signing_key_id,
         )
 
     def to_payload(self) -> dict[str, Any]:
@@ -186,6 +196,8 @@ class ChampionKernel:
             },
             "metrics": dict(self.metrics),
             "promoted_at": self.promoted_at,
+            "signature": self.signature,
+            "signing_key_id": self.signing_key_id,
         }
 
 

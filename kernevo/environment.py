@@ -103,7 +103,7 @@ CATALOGUE: tuple[Variable, ...] = (
     ),
     _v(
         "KEY_DIR",
-        _LOADER,
+        f"{_LOADER}, {_EVOLVER}",
         "the local signing key pair `kernevo evolve` creates and the loader may trust",
         "~/.config/kernevo/keys",
         "a folder path",
@@ -150,6 +150,13 @@ CATALOGUE: tuple[Variable, ...] = (
         "checkpoints, OpenEvolve output, evaluation reports",
         "./runs",
         "a folder path",
+    ),
+    _v(
+        "SIGNING_KEY",
+        _EVOLVER,
+        "Ed25519 private key (PEM) that signs promoted champions",
+        "unset: the local key pair in KERNEVO_KEY_DIR, created on first promotion",
+        "a PEM file path",
     ),
     _v(
         "COMPILE_CACHE",

@@ -3,12 +3,16 @@
 The cubin the service verified is loaded as is. Only when the champion was built for another
 architecture than this device's is its source recompiled (``evaluator.compile.compile_cubin``,
 the one part of the evaluator the loader may use), with the same options and ``-arch``
-replaced. The kernel is launched through its path's driver in ``seeds``.
+replaced — and only when every option is one the path's spec produces (:func:`refused_option`):
+an option such as ``-I``, ``--include-path``, ``-include`` or ``--pre-include`` would let a
+champion's source read files of the loading machine. The kernel is launched through its path's
+driver in ``seeds``.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +35,9 @@ DriverFactory = Callable[[str, bytes, str], KernelDriver]
 
 CompileFn = Callable[[str, list[str], str], bytes]
 """``(source, options, arch) -> cubin``."""
+
+# An architecture option: the loader replaces it with its own device's (retarget_options).
+_ARCH_OPTION = re.compile(r"^(?:-arch=|--gpu-architecture=)sm_[0-9]{2,3}[af]?$")
 
 # path id → (module, class) of its driver; imported only when a kernel is first launched.
 _DRIVERS: dict[str, tuple[str, str]] = {
@@ -64,6 +71,29 @@ def retarget_options(options: tuple[str, ...] | list[str], arch: str) -> list[st
     return [f"-arch={arch}", *kept]
 
 
+def refused_option(champion: ChampionKernel) -> str | None:
+    """The first NVRTC option of ``champion`` outside the allow-list, as an ``explain()`` line
+    (``"compile option not allowed: '-I/etc'"``), or ``None`` when all are allowed.
+
+    Allowed: an architecture (``-arch=sm_XX``, ``--gpu-architecture=sm_XX``) and exactly the
+    other options the champion's path spec produces for its dtype
+    (``seeds.spec.PathSpec.compile_options``: ``-std=c++17``, ``-DKERNEVO_DTYPE=<code of the
+    dtype>`` and the path's fixed extras). Anything else — include paths, pre-includes, other
+    macros, another dtype's code — is refused.
+
+    Raises:
+        seeds.registry.UnknownPathError, seeds.spec.UnknownDtypeError: the champion names a path
+            or dtype the registry does not serve (the resolver routes only to served ones).
+    """
+    spec = registry.get_path(champion.path)
+    produced = spec.compile_options(champion.dtype, "sm_90")
+    allowed = {option for option in produced if not _ARCH_OPTION.match(option)}
+    for option in champion.compile_options:
+        if not (_ARCH_OPTION.match(option) or option in allowed):
+            return f"compile option not allowed: {option!r}"
+    return None
+
+
 def compile_for_arch(source: str, options: list[str], arch: str) -> bytes:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC (the default compile function).
 
@@ -88,7 +118,8 @@ def build_driver(
     """A driver for ``champion`` on a device of ``arch`` (e.g. ``"sm_90"``).
 
     Raises:
-        ValueError: the champion's kernel names are not the ones its path declares.
+        ValueError: the champion's kernel names are not the ones its path declares, or it must
+            be recompiled and has an option outside the allow-list (:func:`refused_option`).
         Exception: recompiling or loading the module failed (the caller falls back to cuBLAS).
     """
     spec = registry.get_path(champion.path)
@@ -100,5 +131,8 @@ def build_driver(
         )
     cubin = champion.cubin
     if champion.arch != arch:
+        refused = refused_option(champion)
+        if refused is not None:
+            raise ValueError(refused)
         cubin = compile_fn(champion.source, retarget_options(champion.compile_options, arch), arch)
     return driver_factory(champion.path, cubin, champion.dtype)

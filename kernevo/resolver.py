@@ -3,10 +3,15 @@
 Order of questions for a shape (m, n), each answered once and remembered:
 
 1. Does a path serve the problem? (``seeds.registry.route``) — if not, cuBLAS.
-2. Is there a verified champion for that path and shape bucket on this GPU? The service is asked
-   once per (path, bucket); a champion it sends (sha256 checked) is written to the disk cache.
-   If the service is unreachable, has none (404) or sends something unusable, the disk cache
-   answers; if it has nothing either, cuBLAS.
+2. Is there a verified champion for that path and shape bucket on this GPU that this loader
+   trusts? The service is asked once per (path, bucket); a champion it sends must pass the trust
+   checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock file; see
+   :mod:`kernevo.trust`) and, when it must be recompiled for this GPU's arch, the NVRTC option
+   allow-list (:func:`kernevo.kernel.refused_option`); only then is it written to the disk
+   cache. If the service is unreachable, has none (404), sends something unusable or a champion
+   that is refused, the disk cache answers — its entry passes the same checks again on every
+   read, so a file changed after it was written is refused; if it has nothing usable either,
+   cuBLAS.
 3. Is (m, n) inside the champion's verified envelope? If not, cuBLAS.
 4. Did the kernel fail on this shape before (:meth:`Resolver.mark_failed`)? Then cuBLAS for good.
 """
@@ -16,12 +21,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kernevo.cache import ChampionCache
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
+from kernevo.kernel import refused_option
+from kernevo.trust import Refusal, TrustPolicy
 from seeds import registry
 
 log = logging.getLogger("kernevo")
@@ -38,9 +45,12 @@ class Decision:
     ``reason`` is one line, e.g. ``"champion program 17 from service"``,
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
     ``"outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"``,
-    ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``.
+    ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
+    ``"refused champion program 17 from service: unsigned; disk cache: no entry"``.
     ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
-    exists but does not cover the shape).
+    exists but does not cover the shape). ``refusals`` are the champions refused on the way
+    (service first, then disk cache), each naming its failed check (``Refusal.check``) and
+    where the champion came from (``Refusal.source``).
     """
 
     m: int
@@ -50,6 +60,7 @@ class Decision:
     path: str | None = None
     shape_bucket: str | None = None
     champion: ChampionKernel | None = field(default=None, repr=False)
+    refusals: tuple[Refusal, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class _Acquired:
 
     champion: ChampionKernel | None
     reason: str
+    refusals: tuple[Refusal, ...] = ()
 
 
 class Resolver:
@@ -70,6 +82,8 @@ class Resolver:
             its ``arch`` is compared with the champion's.
         fetch: asks the service (see :func:`kernevo.client.service_fetcher`).
         cache: the disk cache; ``None`` for none.
+        trust: the keys and lock file a champion is checked against, from the service and
+            from the cache alike (see :func:`kernevo.trust.policy_from_settings`).
     """
 
     def __init__(
@@ -80,12 +94,14 @@ class Resolver:
         gpu: GpuInfo,
         fetch: Fetcher,
         cache: ChampionCache | None,
+        trust: TrustPolicy,
     ) -> None:
         self.op = op
         self.dtype = dtype
         self.gpu = gpu
         self._fetch = fetch
         self._cache = cache
+        self._trust = trust
         self._lock = threading.Lock()
         self._decisions: dict[tuple[int, int], Decision] = {}
         self._acquired: dict[tuple[str, str], _Acquired] = {}
@@ -129,34 +145,68 @@ class Resolver:
         if acquired is None:
             acquired = self._acquire(ChampionKey(self.gpu.key, path, self.dtype, bucket), m, n)
             self._acquired[(path, bucket)] = acquired
-        champion = acquired.champion
+        champion, refusals = acquired.champion, acquired.refusals
         if champion is None:
-            return Decision(m, n, "cublas", acquired.reason, path, bucket)
+            return Decision(m, n, "cublas", acquired.reason, path, bucket, refusals=refusals)
         envelope = champion.envelope
         if not envelope.contains(m, n):
             reason = (
                 f"outside envelope m_max={envelope.m_max} n_max={envelope.n_max} "
                 f"of champion program {champion.program_id} (m={m}, n={n})"
             )
-            return Decision(m, n, "cublas", reason, path, bucket, champion)
+            return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
         reason = acquired.reason
         if champion.arch != self.gpu.arch:
             reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
-        return Decision(m, n, "kernel", reason, path, bucket, champion)
+        return Decision(m, n, "kernel", reason, path, bucket, champion, refusals)
 
     def _acquire(self, key: ChampionKey, m: int, n: int) -> _Acquired:
-        """The champion for ``key``: from the service if it gives one, else the disk cache."""
+        """The champion for ``key``: from the service if it gives one the trust checks admit,
+        else the disk cache's if it is admitted; with every refusal on the way."""
         outcome = self._fetch(key, m, n)
+        service_reason = outcome.detail
+        refusals: list[Refusal] = []
         if outcome.champion is not None:
-            if self._cache is not None:
-                try:
-                    self._cache.store(outcome.champion)
-                except OSError as error:
-                    log.warning("kernevo: could not write the disk cache: %s", error)
-            return _Acquired(outcome.champion, outcome.detail)
+            refusal = self._admit(outcome.champion, "service")
+            if refusal is None:
+                self._store(outcome.champion)
+                return _Acquired(outcome.champion, outcome.detail)
+            refusals.append(refusal)
+            service_reason = (
+                f"refused champion program {outcome.champion.program_id} from service: "
+                f"{refusal.detail}"
+            )
         if self._cache is None:
-            return _Acquired(None, outcome.detail)
+            return _Acquired(None, service_reason, tuple(refusals))
         cached = self._cache.load(key)
         if cached.champion is None:
-            return _Acquired(None, f"{outcome.detail}; {cached.detail}")
-        return _Acquired(cached.champion, f"{cached.detail} ({outcome.detail})")
+            return _Acquired(None, f"{service_reason}; {cached.detail}", tuple(refusals))
+        refusal = self._admit(cached.champion, "disk cache")
+        if refusal is not None:
+            refusals.append(refusal)
+            reason = (
+                f"{service_reason}; disk cache: refused champion program "
+                f"{cached.champion.program_id}: {refusal.detail}"
+            )
+            return _Acquired(None, reason, tuple(refusals))
+        return _Acquired(cached.champion, f"{cached.detail} ({service_reason})", tuple(refusals))
+
+    def _admit(self, champion: ChampionKernel, source: str) -> Refusal | None:
+        """The trust checks, then the option allow-list when the champion must be recompiled
+        for this GPU's arch; ``None`` when ``champion`` may run."""
+        refusal = self._trust.check(champion)
+        if refusal is None and champion.arch != self.gpu.arch:
+            refused = refused_option(champion)
+            if refused is not None:
+                refusal = Refusal("compile_option", refused)
+        return None if refusal is None else replace(refusal, source=source)
+
+    def _store(self, champion: ChampionKernel) -> None:
+        """Write an admitted champion to the disk cache; a cache that cannot be written is
+        only a warning (the loader still works, just not offline)."""
+        if self._cache is None:
+            return
+        try:
+            self._cache.store(champion)
+        except OSError as error:
+            log.warning("kernevo: could not write the disk cache: %s", error)

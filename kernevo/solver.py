@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from kernevo.kernel import (
 )
 from kernevo.resolver import Decision, Resolver
 from kernevo.settings import LoaderSettings
+from kernevo.trust import policy_from_settings
 from seeds import registry
 from seeds.spec import check_dtype
 
@@ -167,15 +168,23 @@ def load(
     *,
     api_url: str | None = None,
     cache_dir: str | Path | None = None,
+    trusted_keys: Sequence[str] | None = None,
+    key_dir: str | Path | None = None,
+    lock_file: str | Path | None = None,
 ) -> TrsmSolver:
     """A solver for ``op`` in ``dtype`` on CuPy's current device.
 
-    ``api_url`` and ``cache_dir`` override ``KERNEVO_API_URL`` / ``KERNEVO_CACHE_DIR``
-    (defaults ``http://127.0.0.1:8000`` and ``~/.cache/kernevo``). Nothing is fetched here:
-    each (path, shape bucket) is fetched on the first call that needs it.
+    Each argument overrides its ``KERNEVO_*`` variable (see :class:`LoaderSettings`):
+    ``api_url`` (default ``http://127.0.0.1:8000``), ``cache_dir`` (``~/.cache/kernevo``),
+    ``trusted_keys`` (public keys: base64 of the 32 raw bytes or PEM file paths), ``key_dir``
+    (the local key pair, ``~/.config/kernevo/keys``) and ``lock_file``. Only champions signed
+    by a trusted key (and pinned by the lock file, when one is given) run; with no trusted key
+    at all every problem goes to cuBLAS and :meth:`TrsmSolver.explain` says so. Nothing is
+    fetched here: each (path, shape bucket) is fetched on the first call that needs it.
 
     Raises:
-        ValueError: unknown op or dtype (checked before any CUDA call).
+        ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
+            file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line).
         cupy.cuda.runtime.CUDARuntimeError: no usable CUDA device.
     """
     check_problem(op, dtype)
@@ -184,12 +193,20 @@ def load(
         overrides["api_url"] = api_url
     if cache_dir is not None:
         overrides["cache_dir"] = Path(cache_dir)
+    if trusted_keys is not None:
+        overrides["trusted_keys"] = tuple(trusted_keys)
+    if key_dir is not None:
+        overrides["key_dir"] = Path(key_dir)
+    if lock_file is not None:
+        overrides["lock_file"] = Path(lock_file)
     settings = LoaderSettings(**overrides)
+    trust = policy_from_settings(settings)
     resolver = Resolver(
         op,
         dtype,
         gpu=current_gpu(),
         fetch=service_fetcher(settings.api_url, op=op, timeout_s=settings.request_timeout_s),
         cache=ChampionCache(settings.cache_dir),
+        trust=trust,
     )
     return _SOLVERS[op](resolver)

@@ -89,7 +89,7 @@ def test_torn_cubin_is_a_miss(tmp_path: Path) -> None:
 
     lookup = cache.load(KEY)
     assert lookup.champion is None
-    assert "sha256 mismatch" in lookup.detail
+    assert "cubin digest mismatch" in lookup.detail
 
 
 def test_missing_cubin_is_a_miss(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_swapped_cubin_is_a_miss(tmp_path: Path) -> None:
 
     lookup = cache.load(KEY)
     assert lookup.champion is None
-    assert "sha256 mismatch: cubin hashes to" in lookup.detail
+    assert "cubin digest mismatch: cubin hashes to" in lookup.detail
 
 
 def test_entry_moved_to_another_key_is_a_miss(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ cache, and fake driver/fallback callables standing in for the GPU.
 
 Arrays are NumPy arrays tagged with a CUDA device id (the duck type the solver checks); the
 fake driver and fallback solve with SciPy, so every dispatch is also checked for its values.
+Champions are signed with a key made in memory for the run, which the harness trusts
+(tests/test_loader_trust.py covers the refusals).
 """
 
 from __future__ import annotations
@@ -19,19 +21,25 @@ import httpx
 import numpy as np
 import pytest
 import scipy.linalg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
 from kernevo.cache import ChampionCache
-from kernevo.client import service_fetcher
+from kernevo.client import ChampionKernel, service_fetcher
 from kernevo.device import GpuInfo
+from kernevo.keys import public_raw_of
 from kernevo.resolver import Resolver
 from kernevo.settings import LoaderSettings
+from kernevo.signature import champion_payload, key_id, sign
 from kernevo.solver import TrsmSolver
+from kernevo.trust import TrustPolicy
 
 GPU = GpuInfo(index=0, name="NVIDIA H200", key="nvidia-h200", arch="sm_90")
 API = "http://kernevo.test"
 CUBIN = b"\x7fELF fake champion cubin"
 SOURCE = "// EVOLVE-BLOCK-START\n#define NB 32  // tune: 16 32\n// EVOLVE-BLOCK-END\n"
+SIGNER = Ed25519PrivateKey.generate()
+TRUST = TrustPolicy({key_id(public_raw_of(SIGNER)): public_raw_of(SIGNER)})
 
 
 class DeviceArray(np.ndarray):
@@ -53,9 +61,11 @@ def champion_json(
     n_max: int = 64,
     gpu: str = GPU.key,
     dtype: str = "float64",
+    signer: Ed25519PrivateKey | None = SIGNER,
 ) -> dict[str, Any]:
-    """The body of ``GET /v1/kernels/best`` as CONTRACTS.md specifies it."""
-    return {
+    """The body of ``GET /v1/kernels/best`` as CONTRACTS.md specifies it, signed by ``signer``
+    (``None``: unsigned, as an older service or an unsigned promotion sends it)."""
+    body = {
         "path": "trsm_small",
         "dtype": dtype,
         "gpu": gpu,
@@ -72,6 +82,18 @@ def champion_json(
         "envelope": {"m_max": m_max, "n_max": n_max, "verified_shapes": [[64, 64]]},
         "metrics": {"combined_score": 1.5},
         "promoted_at": "2025-01-01T00:00:00Z",
+    }
+    return body if signer is None else sign_body(body, signer)
+
+
+def sign_body(body: dict[str, Any], signer: Ed25519PrivateKey) -> dict[str, Any]:
+    """``body`` with ``signature`` and ``signing_key_id`` set as a promotion signs them."""
+    champion = ChampionKernel.from_payload(body, base64.b64decode(body["cubin_b64"]))
+    public_raw = public_raw_of(signer)
+    return {
+        **body,
+        "signature": sign(signer, champion_payload(champion)),
+        "signing_key_id": key_id(public_raw),
     }
 
 
@@ -122,6 +144,7 @@ class Harness:
         fail: bool = False,
         gpu: GpuInfo = GPU,
         dtype: str = "float64",
+        trust: TrustPolicy = TRUST,
     ) -> None:
         self.service = service
         self.drivers: list[FakeDriver] = []
@@ -131,7 +154,9 @@ class Harness:
         fetch = service_fetcher(
             API, op="trsm", timeout_s=1.0, transport=httpx.MockTransport(service)
         )
-        resolver = Resolver("trsm", dtype, gpu=gpu, fetch=fetch, cache=ChampionCache(cache_dir))
+        resolver = Resolver(
+            "trsm", dtype, gpu=gpu, fetch=fetch, cache=ChampionCache(cache_dir), trust=trust
+        )
         self.solver = TrsmSolver(
             resolver,
             driver_factory=self.make_driver,
@@ -269,7 +294,9 @@ def test_real_connection_refused_is_service_unreachable(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again before the fetch: nothing listens there
     fetch = service_fetcher(f"http://127.0.0.1:{port}", op="trsm", timeout_s=1.0)
-    resolver = Resolver("trsm", "float64", gpu=GPU, fetch=fetch, cache=ChampionCache(tmp_path))
+    resolver = Resolver(
+        "trsm", "float64", gpu=GPU, fetch=fetch, cache=ChampionCache(tmp_path), trust=TRUST
+    )
 
     decision = resolver.resolve(8, 8)
 
@@ -289,7 +316,7 @@ def test_sha256_mismatch_goes_to_cublas(tmp_path: Path) -> None:
     assert h.fallback_shapes == [(16, 16)] and h.drivers == []
     decision = h.solver.explain(16, 16)
     assert decision.route == "cublas"
-    assert decision.reason.startswith("sha256 mismatch: cubin hashes to")
+    assert decision.reason.startswith("cubin digest mismatch: cubin hashes to")
     assert not (tmp_path / "nvidia-h200").exists()  # nothing unverified reaches the cache
 
 
@@ -474,6 +501,10 @@ def test_settings_come_from_the_environment(
     monkeypatch.setenv("KERNEVO_API_URL", "http://service:9000/")
     monkeypatch.setenv("KERNEVO_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setenv("KERNEVO_REQUEST_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", " /keys/a.pub, AAAA ,,/keys/b.pem")
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "k"))
+    monkeypatch.setenv("KERNEVO_TRUST_LOCAL_KEY", "false")
+    monkeypatch.setenv("KERNEVO_LOCK_FILE", str(tmp_path / "kernevo.lock"))
     monkeypatch.setenv("KERNEVO_DATABASE_URL", "sqlite:///other-layer.db")  # not ours: ignored
 
     settings = LoaderSettings()
@@ -481,10 +512,22 @@ def test_settings_come_from_the_environment(
     assert settings.api_url == "http://service:9000"
     assert settings.cache_dir == tmp_path / "c"
     assert settings.request_timeout_s == 0.5
+    assert settings.trusted_keys == ("/keys/a.pub", "AAAA", "/keys/b.pem")
+    assert settings.key_dir == tmp_path / "k"
+    assert settings.trust_local_key is False
+    assert settings.lock_file == tmp_path / "kernevo.lock"
 
 
 def test_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("KERNEVO_API_URL", "KERNEVO_CACHE_DIR", "KERNEVO_REQUEST_TIMEOUT_S"):
+    for name in (
+        "KERNEVO_API_URL",
+        "KERNEVO_CACHE_DIR",
+        "KERNEVO_REQUEST_TIMEOUT_S",
+        "KERNEVO_TRUSTED_KEYS",
+        "KERNEVO_KEY_DIR",
+        "KERNEVO_TRUST_LOCAL_KEY",
+        "KERNEVO_LOCK_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
     settings = LoaderSettings()
@@ -492,3 +535,7 @@ def test_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.api_url == "http://127.0.0.1:8000"
     assert settings.cache_dir == Path.home() / ".cache" / "kernevo"
     assert settings.request_timeout_s == 2.0
+    assert settings.trusted_keys == ()
+    assert settings.key_dir == Path.home() / ".config" / "kernevo" / "keys"
+    assert settings.trust_local_key is True
+    assert settings.lock_file is None
