@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.routes import health, jobs, kernels, programs
 from api.settings import ApiSettings
-from db.session import make_engine
+from db.session import make_engine, make_read_engine
 from db.settings import DatabaseSettings
 
 
@@ -26,26 +26,35 @@ def _version() -> str:
         return "0+unknown"
 
 
-def create_app(database_url: str | None = None) -> FastAPI:
+def create_app(database_url: str | None = None, *, busy_timeout_s: float | None = None) -> FastAPI:
     """The kernevo service on the database at ``database_url`` (default
     ``KERNEVO_DATABASE_URL``, see ``db.settings``).
+
+    GET routes read through a read-only engine (``db.session.make_read_engine``: on SQLite the
+    file opened ``mode=ro`` with deferred transactions, so they neither wait for nor block a
+    running job's writer, and never change the file); writes go through the writer engine. A
+    database that is locked past ``busy_timeout_s`` (SQLite; default
+    ``db.session.SQLITE_BUSY_TIMEOUT_S``), damaged or
+    unreachable answers 503 with a one-line ``detail``, and so does ``/healthz``.
 
     It never creates or alters tables: the database must already be at the Alembic head
     (``db.migrate.upgrade(url)``, which ``kernevo serve`` runs first), so starting the service
     has no side effects on the schema; a missing table shows up as a 500 on the first query and
     ``/healthz`` reports ``schema_revision`` beside ``schema_head``. ``KERNEVO_API_TOKEN`` is read
-    once here: unset, every write is refused with 401. The engine is disposed on shutdown.
+    once here: unset, every write is refused with 401. The engines are disposed on shutdown.
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``database_url`` is not a valid SQLAlchemy URL.
         pydantic.ValidationError: the ``KERNEVO_`` environment holds an invalid value.
     """
     url = database_url if database_url is not None else DatabaseSettings().database_url
-    engine = make_engine(url)
+    engine = make_engine(url, busy_timeout_s=busy_timeout_s)
+    read_engine = make_read_engine(url, busy_timeout_s=busy_timeout_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        read_engine.dispose()
         engine.dispose()
 
     app = FastAPI(
@@ -55,6 +64,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.engine = engine
+    app.state.read_engine = read_engine
     app.state.settings = ApiSettings()
     install_error_handlers(app)
     for module in (health, kernels, programs, jobs):

@@ -1,4 +1,10 @@
-"""Request dependencies shared by the routers: a database session and bearer-token auth."""
+"""Request dependencies shared by the routers: database sessions and bearer-token auth.
+
+Two kinds of session, so a GET can never take the write lock: ``SessionDep`` is read-only (a
+deferred snapshot on the app's read engine; on SQLite it reads beside a running job's writer and
+never waits for it), ``WriteSessionDep`` is the writer's (``BEGIN IMMEDIATE`` on SQLite). A
+route that writes through ``SessionDep`` fails loudly (503, ``read_only``) instead of locking.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +17,30 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from api.settings import ApiSettings
-from db.session import session_scope
+from db.session import read_scope, session_scope
 
 _bearer = HTTPBearer(auto_error=False, description="KERNEVO_API_TOKEN of the server")
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """A session on the app's engine: committed when the route returns, rolled back if it
-    raises. Routes build their response models inside, so nothing lazy-loads after it closes."""
+def get_read_session(request: Request) -> Iterator[Session]:
+    """A read-only session on the app's read engine (``db.session.read_scope``), closed when
+    the route returns. Routes build their response models inside, so nothing lazy-loads after
+    it closes."""
+    with read_scope(request.app.state.read_engine) as session:
+        yield session
+
+
+def get_write_session(request: Request) -> Iterator[Session]:
+    """A session on the app's writer engine: committed when the route returns, rolled back if
+    it raises."""
     with session_scope(request.app.state.engine) as session:
         yield session
 
 
-# scope="function": commit before the response is sent, so a 200 means the write is durable.
-SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+# scope="function": close the snapshot (or commit, so a 200 means the write is durable) before
+# the response is sent.
+SessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
+WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function")]
 
 # Row ids are 32-bit signed integers (PostgreSQL ``integer``): a larger id cannot exist, and
 # binding one would fail in the driver, so it is a 422 with the bound, not a 500.

@@ -1,23 +1,32 @@
-"""Map the repository's errors to HTTP responses with a precise ``detail``."""
+"""Map the repository's and the database's errors to HTTP responses with a precise ``detail``."""
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 
 from api.validation import install_validation_handler
 from db.errors import (
     ChampionMismatchError,
+    DatabaseUnavailableError,
     InvalidTransitionError,
     InvalidValueError,
     NotFoundError,
+    PromotionRefusedError,
     RepositoryError,
+    database_unavailable,
 )
+
+_log = logging.getLogger(__name__)
 
 _STATUS: tuple[tuple[type[RepositoryError], int], ...] = (
     (NotFoundError, status.HTTP_404_NOT_FOUND),
     (InvalidTransitionError, status.HTTP_409_CONFLICT),
     (ChampionMismatchError, status.HTTP_409_CONFLICT),
+    (PromotionRefusedError, status.HTTP_409_CONFLICT),
     (InvalidValueError, status.HTTP_422_UNPROCESSABLE_CONTENT),
 )
 
@@ -35,8 +44,40 @@ async def _repository_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=status_for(exc), content={"detail": str(exc)})
 
 
+def _unavailable_response(exc: DatabaseUnavailableError) -> JSONResponse:
+    # Retry-After: a lock is held for a transaction's length (seconds), not minutes.
+    return JSONResponse(
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        content={"detail": str(exc)},
+        headers={"Retry-After": "1"},
+    )
+
+
+async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DatabaseUnavailableError)
+    return _unavailable_response(exc)
+
+
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    """A driver error the session scopes did not convert (raised outside them): 503 when it
+    means the database cannot answer, else 500 with the error's class name (our bug; logged)."""
+    assert isinstance(exc, DBAPIError)
+    unavailable = database_unavailable(exc)
+    if unavailable is not None:
+        return _unavailable_response(unavailable)
+    _log.error("database error on %s %s", request.method, request.url.path, exc_info=exc)
+    detail = f"database error: {type(exc.orig).__name__}"
+    return JSONResponse(
+        status_code=status.HTTP_500_INTERNAL_SERVER_ERROR, content={"detail": detail}
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every ``db.errors.RepositoryError`` with its status and message as ``detail``;
-    request validation errors get a 422 that never echoes the request (``api.validation``)."""
+    """Answer every ``db.errors.RepositoryError`` with its status and message as ``detail``, a
+    ``db.errors.DatabaseUnavailableError`` (locked, damaged, unreachable) with 503 and its
+    one-line message, and any other driver error with a JSON 500; request validation errors
+    get a 422 that never echoes the request (``api.validation``)."""
     install_validation_handler(app)
     app.add_exception_handler(RepositoryError, _repository_error)
+    app.add_exception_handler(DatabaseUnavailableError, _database_unavailable)
+    app.add_exception_handler(DBAPIError, _database_error)

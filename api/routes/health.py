@@ -6,11 +6,11 @@ import functools
 
 from alembic.runtime.migration import MigrationContext
 from fastapi import APIRouter, HTTPException, status
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 
 from api.deps import SessionDep
 from api.schemas import Health
+from db.errors import database_unavailable
 from db.migrate import head_revision
 
 router = APIRouter(tags=["health"])
@@ -23,18 +23,18 @@ def _schema_head() -> str | None:
 
 @router.get("/healthz", response_model=Health)
 def healthz(s: SessionDep) -> Health:
-    """200 with the schema revision when the database answers ``SELECT 1``.
+    """200 with the schema revision when the database answers a real query: reading the
+    ``alembic_version`` table makes SQLite read the file's header and schema, so a locked,
+    damaged or missing file fails here (``SELECT 1`` alone never touches the file).
 
     Raises:
-        HTTPException: 503 when the database cannot be reached.
+        HTTPException: 503 with a one-line ``detail`` when the database is locked past the busy
+            timeout, damaged or unreachable.
     """
     try:
-        connection = s.connection()
-        connection.execute(text("SELECT 1"))
-        revision = MigrationContext.configure(connection).get_current_revision()
-    except SQLAlchemyError as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            detail=f"database unreachable: {type(exc).__name__}",
-        ) from exc
+        revision = MigrationContext.configure(s.connection()).get_current_revision()
+    except DBAPIError as exc:
+        unavailable = database_unavailable(exc)
+        detail = str(unavailable) if unavailable else f"database error: {type(exc.orig).__name__}"
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=detail) from exc
     return Health(status="ok", database="ok", schema_revision=revision, schema_head=_schema_head())

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import JobId, SessionDep, TokenDep
+from api.deps import JobId, SessionDep, TokenDep, WriteSessionDep
 from api.schemas import JobOut, JobPatch
 from db.repository import count_programs, get_job, list_jobs, set_job_state
 from db.states import JobState
@@ -34,7 +34,7 @@ def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
 
 
 @router.patch("/{job_id}", response_model=JobOut, dependencies=[TokenDep])
-def patch_job(job_id: JobId, body: JobPatch, s: SessionDep) -> JobOut:
+def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobOut:
     """Cancel a job; the worker sees the state and stops. Needs the bearer token.
 
     401 without a valid token, 404 for an unknown job, 409 when the job is already complete,
