@@ -89,13 +89,12 @@ def _sqlite_file(parsed: URL) -> str | None:
     return database
 
 
-def make_engine(
-    url: str, *, echo: bool = False, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
-) -> Engine:
+def make_engine(url: str, *, echo: bool = False, busy_timeout_s: float | None = None) -> Engine:
     """A writer engine for ``url`` (a SQLAlchemy URL, e.g. ``sqlite:///./kernevo.db`` or
     ``postgresql+psycopg://postgres@127.0.0.1:5432/kernevo``); use it with ``session_scope``.
 
-    SQLite: WAL, foreign keys on, a ``busy_timeout_s`` busy timeout (default 30 s), ``BEGIN
+    SQLite: WAL, foreign keys on, a ``busy_timeout_s`` busy timeout (default
+    ``SQLITE_BUSY_TIMEOUT_S``, read at the call), ``BEGIN
     IMMEDIATE`` for every transaction, connections usable from any thread, and the database
     file's folder created if missing. PostgreSQL: connections checked before use
     (``pool_pre_ping``).
@@ -106,13 +105,14 @@ def make_engine(
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, echo=echo, pool_pre_ping=True)
+    timeout = SQLITE_BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
     database = _sqlite_file(parsed)
     if database is not None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         parsed,
         echo=echo,
-        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        connect_args={"timeout": timeout, "check_same_thread": False},
     )
     event.listen(engine, "connect", _sqlite_writer_on_connect)
     event.listen(engine, "begin", _sqlite_writer_on_begin)
@@ -120,7 +120,7 @@ def make_engine(
 
 
 def make_read_engine(
-    url: str, *, echo: bool = False, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
+    url: str, *, echo: bool = False, busy_timeout_s: float | None = None
 ) -> Engine:
     """A read-only engine for ``url``; use it with ``read_scope`` (every GET route and read-only
     CLI command does).
@@ -145,21 +145,20 @@ def make_read_engine(
             **pool,
         )
         return engine.execution_options(**{_READ_ONLY_OPTION: True})
+    timeout = SQLITE_BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
     database = _sqlite_file(parsed)
     if database is None:
         # An in-memory database or a ``file:`` URI: connect as given, guarded by query_only.
         engine = create_engine(
             parsed,
             echo=echo,
-            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+            connect_args={"timeout": timeout, "check_same_thread": False},
         )
     else:
         target = f"file:{quote(str(Path(database).expanduser().resolve()))}?mode=ro"
 
         def connect() -> sqlite3.Connection:
-            return sqlite3.connect(
-                target, uri=True, timeout=busy_timeout_s, check_same_thread=False
-            )
+            return sqlite3.connect(target, uri=True, timeout=timeout, check_same_thread=False)
 
         engine = create_engine(parsed, echo=echo, creator=connect, **pool)
     event.listen(engine, "connect", _sqlite_reader_on_connect)

@@ -53,7 +53,8 @@ def open_store(url: str) -> Engine:
 def open_existing_store(url: str) -> Engine:
     """An engine on the lineage store at ``url``, which must already exist at the newest schema.
 
-    For read-only commands (``kernevo jobs``): nothing is created or migrated, neither a SQLite
+    For read-only commands (``kernevo jobs``): a read engine (``db.session.make_read_engine``;
+    use it with ``read_scope``), so nothing is created, migrated or written, neither a SQLite
     file nor its folder nor a table; only ``kernevo evolve`` and ``kernevo serve`` do that.
 
     Raises:
@@ -67,7 +68,7 @@ def open_existing_store(url: str) -> Engine:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from db.migrate import head_revision
-    from db.session import make_engine
+    from db.session import make_read_engine
 
     shown = display_url(url)
     try:
@@ -82,7 +83,7 @@ def open_existing_store(url: str) -> Engine:
         if not database.startswith("file:") and not Path(database).expanduser().is_file():
             raise StoreError(f"database {shown}: no such file {database} ({hint})")
     try:
-        engine = make_engine(url)
+        engine = make_read_engine(url)
         with engine.connect() as connection:
             revision = MigrationContext.configure(connection).get_current_revision()
     except (SQLAlchemyError, OSError, ValueError, ImportError) as error:

@@ -87,8 +87,9 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         UnknownOpError,
         UnknownDtypeError,
     ]
-    if "db.errors" in sys.modules:
-        found.append(sys.modules["db.errors"].RepositoryError)
+    if "db.errors" in sys.modules:  # a locked or damaged database is one line too
+        errors = sys.modules["db.errors"]
+        found += [errors.RepositoryError, errors.DatabaseUnavailableError]
     return tuple(found)
 
 
@@ -391,12 +392,12 @@ def _cmd_best(args: argparse.Namespace) -> int:
 
 def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str, Any]]:
     from db import repository
-    from db.session import session_scope
+    from db.session import read_scope
     from evolver.store import open_existing_store
 
-    engine = open_existing_store(url)  # read-only: never creates a database or a folder
+    engine = open_existing_store(url)  # read-only: never creates, migrates or writes a database
     try:
-        with session_scope(engine) as s:
+        with read_scope(engine) as s:
             jobs = repository.list_jobs(s, state=state, limit=limit)
             counts = repository.count_programs(s, (j.id for j in jobs))
             return [
