@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from db.heartbeat import liveness
 from db.models import Champion, Evaluation, Job, Program
 
 
@@ -80,7 +81,13 @@ class ProgramDetail(ProgramSummary):
 
 
 class JobOut(BaseModel):
-    """A job and its progress: state, iteration, best scores, heartbeat, programs recorded."""
+    """A job and its progress: state, iteration, best scores, heartbeat, programs recorded.
+
+    ``heartbeat_age_s``: seconds since the last heartbeat, on the database clock (``None``: never
+    beat). ``stale``: the job is ``running`` but its heartbeat is older than
+    ``db.heartbeat.STALE_AFTER_S`` (90 s, three missed beats): its process is gone, and
+    ``kernevo evolve --resume`` continues it.
+    """
 
     id: int
     path: str
@@ -97,11 +104,15 @@ class JobOut(BaseModel):
     last_failure_kind: str | None
     programs: int
     heartbeat_at: datetime | None
+    heartbeat_age_s: float | None
+    stale: bool
     created_at: datetime
 
     @classmethod
-    def from_job(cls, job: Job, programs: int) -> JobOut:
-        """Build from the ORM row and its number of recorded programs."""
+    def from_job(cls, job: Job, programs: int, now: datetime) -> JobOut:
+        """Build from the ORM row, its number of recorded programs and the database time
+        ``now`` (``db.heartbeat.database_now``)."""
+        live = liveness(job, now)
         return cls(
             id=job.id,
             path=job.path,
@@ -118,6 +129,8 @@ class JobOut(BaseModel):
             last_failure_kind=job.last_failure_kind,
             programs=programs,
             heartbeat_at=job.heartbeat_at,
+            heartbeat_age_s=live.heartbeat_age_s,
+            stale=live.stale,
             created_at=job.created_at,
         )
 

@@ -1,18 +1,64 @@
 """Progress of a running job: one terminal line per iteration, the job row's heartbeat, and the
-cancellation check (a ``PATCH /v1/jobs/{id}`` to ``cancelled`` stops the job gracefully)."""
+cancellation check (a ``PATCH /v1/jobs/{id}`` to ``cancelled`` stops the job gracefully).
+
+The terminal is a convenience, never a condition of the job: when stdout goes away (``kernevo
+evolve … | head -1``, a closed terminal) the lines stop and the job runs on
+(:class:`ConsoleWriter`); the job row keeps the progress.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 from sqlalchemy import Engine
 
 from evolver.lineage import COMPILED_STATUS, Recorded
 
-# Seconds between heartbeats while an iteration runs (an evaluation can take minutes).
+# Seconds between heartbeats while an iteration runs (an evaluation can take minutes). A running
+# job whose heartbeat is 3 intervals old shows as stale (db.heartbeat.STALE_AFTER_S).
 HEARTBEAT_INTERVAL_S = 30.0
+
+
+class ConsoleWriter:
+    """Writes progress lines to ``stream`` (stdout by default) until it fails, then drops them.
+
+    A reader that went away (a closed pipe: ``BrokenPipeError``; a hung-up terminal: ``EIO``) or
+    a full disk under a redirect must not fail the job. On the first failure the stream's file
+    descriptor is pointed at ``/dev/null``, so later writes elsewhere in the process and the
+    interpreter's last flush (which would otherwise print "Exception ignored … BrokenPipeError"
+    and exit 120) succeed silently. ``closed`` says whether that happened.
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self.closed = False
+
+    def __call__(self, line: str) -> None:
+        if self.closed:
+            return
+        stream = self._stream or sys.stdout
+        try:
+            print(line, file=stream, flush=True)
+        except OSError:
+            self.closed = True
+            self._silence(stream)
+
+    @staticmethod
+    def _silence(stream: TextIO) -> None:
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError):  # not backed by a descriptor (a test's StringIO)
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
 
 
 @dataclass

@@ -97,8 +97,20 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
 
 def _cmd_evolve(args: argparse.Namespace) -> int:
+    """Run the job; it outlives its terminal. SIGHUP is ignored meanwhile, by this process and by
+    every worker it starts (an ignored signal stays ignored across fork and exec), and progress
+    lines stop when stdout goes away (``| head -1``, a closed terminal), the job running on."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        return _evolve(args)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def _evolve(args: argparse.Namespace) -> int:
     from db.settings import DatabaseSettings
     from evolver.job_config import load_job_config
+    from evolver.progress import ConsoleWriter
     from evolver.runner import resume_job, start_job
     from evolver.settings import EvolverSettings
 
@@ -125,8 +137,7 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
         "promote_every": args.promote_every,
     }
 
-    def write(line: str) -> None:
-        print(line, flush=True)
+    write = ConsoleWriter()
 
     if args.resume is not None:
         if args.config is not None:
@@ -392,6 +403,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
 
 def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str, Any]]:
     from db import repository
+    from db.heartbeat import database_now, liveness
     from db.session import read_scope
     from evolver.store import open_existing_store
 
@@ -400,6 +412,7 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
         with read_scope(engine) as s:
             jobs = repository.list_jobs(s, state=state, limit=limit)
             counts = repository.count_programs(s, (j.id for j in jobs))
+            now = database_now(s)  # heartbeats are on the database clock
             return [
                 {
                     "id": j.id,
@@ -416,11 +429,23 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                     "backend": j.backend,
                     "model": j.model,
                     "heartbeat_at": j.heartbeat_at.isoformat() if j.heartbeat_at else None,
+                    "heartbeat_age_s": liveness(j, now).heartbeat_age_s,
+                    "stale": liveness(j, now).stale,
                 }
                 for j in jobs
             ]
     finally:
         engine.dispose()
+
+
+def _age(seconds: float | None) -> str:
+    """A heartbeat age in the largest whole unit: ``41s``, ``15m``, ``3h``, ``2d``."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
@@ -438,21 +463,31 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         print("no jobs")
         return 0
     header = (
-        f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'iter':>9}  "
-        f"{'best':>6} {'spd64':>6}  {'progs':>5}  {'last failure':<14} backend/model"
+        f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'beat':>5} "
+        f"{'iter':>9}  {'best':>6} {'spd64':>6}  {'progs':>5}  {'last failure':<14} "
+        "backend/model"
     )
     print(header)
     for row in rows:
         total = (row.get("config") or {}).get("iterations", "?")
         best = row.get("best_score")
         speedup = row.get("best_speedup")
+        state = "stale" if row.get("stale") else row["state"]
         print(
             f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
-            f"{row['state']:<9} {str(row['iteration']) + '/' + str(total):>9}  "
+            f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
+            f"{str(row['iteration']) + '/' + str(total):>9}  "
             f"{(f'{best:.3f}' if best is not None else '-'):>6} "
             f"{(f'{speedup:.2f}x' if speedup is not None else '-'):>6}  "
             f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
             f"{row.get('backend')}/{row.get('model') or '-'}"
+        )
+    if any(row.get("stale") for row in rows):
+        from db.heartbeat import STALE_AFTER_S
+
+        print(
+            f"stale: running, but no heartbeat for over {STALE_AFTER_S:.0f} s: its process is "
+            "gone; 'kernevo evolve --resume ID' continues it"
         )
     return 0
 
