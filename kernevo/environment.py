@@ -68,7 +68,7 @@ CATALOGUE: tuple[Variable, ...] = (
         "API_TOKEN",
         "api/settings.py",
         "bearer token that writes to the API must carry",
-        "unset: writes refused (401)",
+        "none: writes refused (401)",
         "a token string",
         secret=True,
     ),
@@ -183,6 +183,13 @@ CATALOGUE: tuple[Variable, ...] = (
         "a folder path",
     ),
     _v(
+        "JOB_PID",
+        "evolver/openevolve_host.py (set by `kernevo evolve`)",
+        "job context: the job's process id, which its pool workers watch to die with it",
+        "—",
+        "a process id",
+    ),
+    _v(
         "DEBUG",
         "kernevo/cli.py",
         "`1`: the CLI prints the traceback after its one-line error",
@@ -255,9 +262,22 @@ def _looks_like_ours(upper: str) -> bool:
     )
 
 
-def _unknown(name: str, upper: str) -> EnvironmentProblem:
+def _closest(upper: str) -> str | None:
+    """The known name closest to ``upper``; past a correct prefix only the rest is compared
+    (the shared ``KERNEVO_`` alone would make every name look close)."""
+    if upper.startswith(PREFIX):
+        rests = {name.removeprefix(PREFIX): name for name in NAMES}
+        close = difflib.get_close_matches(
+            upper.removeprefix(PREFIX), rests, n=1, cutoff=_SUGGEST_CUTOFF
+        )
+        return rests[close[0]] if close else None
     close = difflib.get_close_matches(upper, NAMES, n=1, cutoff=_SUGGEST_CUTOFF)
-    hint = f"; did you mean {close[0]}?" if close else "; see the configuration table in README.md"
+    return close[0] if close else None
+
+
+def _unknown(name: str, upper: str) -> EnvironmentProblem:
+    close = _closest(upper)
+    hint = f"; did you mean {close}?" if close else "; see the configuration table in README.md"
     return EnvironmentProblem(
         "unknown_variable", name, f"unknown environment variable {shorten(name)}{hint}"
     )
@@ -300,7 +320,7 @@ def check_environment(
                     "empty_value",
                     name,
                     f"{name} is set but empty; unset it for the default "
-                    f"({_BY_NAME[upper].default}) or give {_BY_NAME[upper].expects}",
+                    f"({_BY_NAME[upper].default}) or set {_BY_NAME[upper].expects}",
                 )
             )
     for upper, names in sorted(spellings.items()):
@@ -376,8 +396,11 @@ def settings_error(error: Any, *, arguments: Iterable[str] = ()) -> SettingsErro
     name = PREFIX + field.upper()
     entry = variable(name)
     shown = echo(name, str(given)) if isinstance(given, str) else name
-    expects = f"expected {entry.expects}" if entry is not None else "invalid"
-    return SettingsError(f"{shown}: {expects} ({reason})", check=first["type"], name=name)
+    if first["type"] == "value_error" or entry is None:  # our validators say what they expect
+        return SettingsError(f"{shown}: {reason}", check=first["type"], name=name)
+    return SettingsError(
+        f"{shown}: expected {entry.expects} ({reason})", check=first["type"], name=name
+    )
 
 
 def read_settings(settings_class: Any, **arguments: Any) -> Any:

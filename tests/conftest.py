@@ -10,6 +10,10 @@ is dropped afterwards. An unreachable PostgreSQL skips its half, unless
   migrated once per run and backend.
 - ``fresh_database_url``: a freshly migrated database per test, for tests that commit for real
   (concurrency, crashes, the API); ``empty_database_url``: the same, never migrated.
+
+Every test runs with ``HOME`` (and the XDG, CuPy and kernevo caches under it) in a temporary
+folder and without the developer's own ``KERNEVO_*`` settings: tests never write to the real
+home directory's caches or keys (``_isolated_home``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,33 @@ POSTGRES_URL = os.environ.get(
 )
 REQUIRE_POSTGRES = os.environ.get("KERNEVO_REQUIRE_POSTGRES") == "1"
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+# --- isolation from the real home and environment ------------------------------------------
+
+# Read by this file and by CI; every other KERNEVO_* variable is the developer's, not the run's.
+_KEPT_VARIABLES = ("KERNEVO_TEST_POSTGRES_URL", "KERNEVO_REQUIRE_POSTGRES")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A temporary home for the whole run: ``HOME``, ``XDG_CACHE_HOME``, ``XDG_CONFIG_HOME``,
+    ``CUPY_CACHE_DIR``, ``KERNEVO_COMPILE_CACHE`` and ``KERNEVO_CACHE_DIR`` all point inside it,
+    so ``~/.cache/kernevo`` (cubins, champions), ``~/.config/kernevo/keys`` and CuPy's kernel
+    cache are never written by a test, in this process or in the processes it starts (they
+    inherit the environment). Other ``KERNEVO_*`` variables are removed for the run."""
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.upper().startswith("KERNEVO_") and name not in _KEPT_VARIABLES:
+                patch.delenv(name)
+        patch.setenv("HOME", str(home))
+        patch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+        patch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        patch.setenv("CUPY_CACHE_DIR", str(home / ".cupy" / "kernel_cache"))
+        patch.setenv("KERNEVO_COMPILE_CACHE", str(home / ".cache" / "kernevo" / "cubin"))
+        patch.setenv("KERNEVO_CACHE_DIR", str(home / ".cache" / "kernevo"))
+        yield home
+
 
 # --- GPU marker -------------------------------------------------------------------------------
 
