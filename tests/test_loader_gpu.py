@@ -1,13 +1,17 @@
 """The loader against the real service: FastAPI app on a SQLite database where the seed kernel
-was promoted to champion through ``db.repository``, served by uvicorn in a thread.
+was promoted to champion through ``db.repository`` (signed with a key made for the run, or
+unsigned), served by uvicorn in a thread.
 
 ``test_loader_routes_from_the_real_service`` runs on CPU (routing only: NVRTC compiles without a
-GPU, the identity of an H200 is given). ``test_champion_solves_like_cublas`` is marked ``gpu``:
-it launches the champion and cuBLAS on the device and compares them.
+GPU, the identity of an H200 is given). The ``gpu`` tests launch the champion and cuBLAS on the
+device and compare them; ``test_only_a_signed_champion_runs`` also shows every refusal falling
+back to cuBLAS with the right answer, and prints one summary line for docs/RESULTS.md.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import threading
 import time
@@ -16,16 +20,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
-from kernevo.cache import ChampionCache
+from kernevo.cache import ChampionCache, payload_sha256
 from kernevo.client import service_fetcher
 from kernevo.device import GpuInfo
+from kernevo.keys import public_raw_of
 from kernevo.resolver import Resolver
+from kernevo.signature import key_id, sign, signed_payload
+from kernevo.trust import TrustPolicy
 from seeds.trsm_small.spec import TRSM_SMALL
 
 H200 = GpuInfo(index=0, name="NVIDIA H200", key="nvidia-h200", arch="sm_90")
+# Made in memory for this run: never written anywhere, never committed.
+SIGNER = Ed25519PrivateKey.generate()
+STRANGER = Ed25519PrivateKey.generate()
+# The seed stands in for an evolved champion; the store promotes only scores above 1.0.
+SCORE = 1.5
+
+
+def b64_public(key: Ed25519PrivateKey) -> str:
+    """The public key as ``KERNEVO_TRUSTED_KEYS`` takes it: base64 of the 32 raw bytes."""
+    return base64.b64encode(public_raw_of(key)).decode()
+
+
+def trusting(*keys: Ed25519PrivateKey) -> TrustPolicy:
+    return TrustPolicy({key_id(public_raw_of(k)): public_raw_of(k) for k in keys})
 
 
 @dataclass
@@ -44,9 +67,12 @@ class LiveService:
         assert not self.thread.is_alive(), "uvicorn did not stop"
 
 
-def start_service(db_dir: Path, gpu: GpuInfo, dtype: str) -> LiveService:
+def start_service(
+    db_dir: Path, gpu: GpuInfo, dtype: str, signer: Ed25519PrivateKey | None = SIGNER
+) -> LiveService:
     """Migrate a fresh SQLite database, promote the seed kernel compiled for ``gpu.arch`` as the
-    champion of (trsm_small, dtype, gpu.key, m64n64), and serve it on a free local port."""
+    champion of (trsm_small, dtype, gpu.key, m64n64), signed by ``signer`` (``None``: unsigned)
+    as ``evolver.champion`` signs, and serve it on a free local port."""
     import uvicorn
 
     from api.app import create_app
@@ -76,15 +102,25 @@ def start_service(db_dir: Path, gpu: GpuInfo, dtype: str) -> LiveService:
         evaluation = repo.record_evaluation(
             s, program_id=program.id, report_json=report, gpu_key=gpu.key, gpu_name=gpu.name,
             arch=gpu.arch, driver_version=None, nvrtc_version=compiled.nvrtc_version,
-            score=1.0, state="verified", error_kind=None,
+            score=SCORE, state="verified", error_kind=None,
         )  # fmt: skip
+        launch = {"kernel": TRSM_SMALL.kernel_name, "config_kernel": TRSM_SMALL.config_kernel_name}
+        envelope = {**TRSM_SMALL.envelope, "verified_shapes": verified}
+        signature, signing_key_id = None, None
+        if signer is not None:
+            payload = signed_payload(
+                path=TRSM_SMALL.path_id, dtype=dtype, gpu=gpu.key,
+                shape_bucket=TRSM_SMALL.shape_bucket, program_id=program.id, arch=gpu.arch,
+                cubin_sha256=repo.sha256_hex(compiled.cubin), source_sha256=repo.sha256_hex(source),
+                launch=launch, envelope=envelope, compile_options=options,
+                nvrtc_version=compiled.nvrtc_version,
+            )  # fmt: skip
+            signature, signing_key_id = sign(signer, payload), key_id(public_raw_of(signer))
         repo.promote_champion(
             s, evaluation_id=evaluation.id, path=TRSM_SMALL.path_id, dtype=dtype,
             gpu_key=gpu.key, shape_bucket=TRSM_SMALL.shape_bucket, cubin=compiled.cubin,
-            launch={"kernel": TRSM_SMALL.kernel_name,
-                    "config_kernel": TRSM_SMALL.config_kernel_name},
-            envelope={**TRSM_SMALL.envelope, "verified_shapes": verified},
-            compile_options=options,
+            launch=launch, envelope=envelope, compile_options=options,
+            signature=signature, signing_key_id=signing_key_id,
         )  # fmt: skip
         program_id = program.id
     engine.dispose()
@@ -114,7 +150,9 @@ def test_loader_routes_from_the_real_service(h200_service: LiveService, tmp_path
 
     def resolver(url: str) -> Resolver:
         fetch = service_fetcher(url, op="trsm", timeout_s=2.0)
-        return Resolver("trsm", "float64", gpu=H200, fetch=fetch, cache=cache)
+        return Resolver(
+            "trsm", "float64", gpu=H200, fetch=fetch, cache=cache, trust=trusting(SIGNER)
+        )
 
     online = resolver(h200_service.url)
     decision = online.resolve(64, 64)
@@ -170,7 +208,10 @@ def test_champion_solves_like_cublas(device_service: LiveService, tmp_path: Path
     from cupyx.scipy.linalg import solve_triangular
 
     cache_dir = tmp_path / "loader-cache"
-    solver = kernevo.load("trsm", "float64", api_url=device_service.url, cache_dir=cache_dir)
+    trust = {"trusted_keys": [b64_public(SIGNER)], "key_dir": tmp_path / "no-local-key"}
+    solver = kernevo.load(
+        "trsm", "float64", api_url=device_service.url, cache_dir=cache_dir, **trust
+    )
     from_service = f"champion program {device_service.program_id} from service"
 
     # Inside the envelope: the kernel runs and agrees with cuBLAS. 1e-10 relative (Frobenius)
@@ -192,7 +233,9 @@ def test_champion_solves_like_cublas(device_service: LiveService, tmp_path: Path
 
     # Service gone: a fresh loader on the same cache still runs the verified kernel.
     device_service.stop()
-    offline = kernevo.load("trsm", "float64", api_url=device_service.url, cache_dir=cache_dir)
+    offline = kernevo.load(
+        "trsm", "float64", api_url=device_service.url, cache_dir=cache_dir, **trust
+    )
     a, b = _problem(48, 48, 11)
     expected = solve_triangular(a, b.copy(), lower=True)
     offline(a, b)
@@ -226,3 +269,108 @@ def test_cublas_fallback_solves_in_place_in_any_layout(
     # 37×37 solve stays far below 1e-5; double precision far below 1e-10.
     tolerance = 1e-5 if b_dtype == "complex64" else 1e-10
     assert _relative_error(b, expected) <= tolerance
+
+
+class _TamperedService(httpx.BaseTransport):
+    """The real service behind a man in the middle who widens the envelope of its answer."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        body = json.loads(response.read())
+        body["envelope"]["m_max"] = 4096
+        return httpx.Response(response.status_code, json=body)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+
+
+@pytest.mark.gpu
+def test_only_a_signed_champion_runs(
+    device_service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cupyx.scipy.linalg import solve_triangular
+
+    from kernevo.device import current_gpu
+    from kernevo.solver import TrsmSolver
+
+    gpu = current_gpu()
+    no_local = tmp_path / "no-local-key"  # the home folder's key pair is never consulted
+    shapes = [(64, 64), (33, 7), (1, 1)]
+    worst: dict[str, float] = {}
+
+    def solve_all(label: str, solver: Any, route: str, check: str | None) -> None:
+        worst[label] = 0.0
+        for seed, (m, n) in enumerate(shapes):
+            a, b = _problem(m, n, seed)
+            expected = solve_triangular(a, b.copy(), lower=True)
+            assert solver(a, b) is b
+            error = _relative_error(b, expected)
+            # As in test_champion_solves_like_cublas: 1e-10 is far above rounding, below a bug.
+            assert error <= 1e-10, (label, m, n, error)
+            worst[label] = max(worst[label], error)
+            decision = solver.explain(m, n)
+            assert decision.route == route, (label, decision.reason)
+            got = [refusal.check for refusal in decision.refusals]
+            assert got == ([] if check is None else [check]), (label, decision.reason)
+
+    def load(url: str, cache: str, *keys: Ed25519PrivateKey) -> Any:
+        return kernevo.load(
+            "trsm", "float64", api_url=url, cache_dir=tmp_path / cache,
+            trusted_keys=[b64_public(k) for k in keys], key_dir=no_local,
+        )  # fmt: skip
+
+    signed = load(device_service.url, "signed", SIGNER)
+    solve_all("signed", signed, "kernel", None)
+    assert signed.explain(64, 64).reason == (
+        f"champion program {device_service.program_id} from service"
+    )
+    solve_all(
+        "unknown key", load(device_service.url, "stranger", STRANGER), "cublas", "unknown_key"
+    )
+    solve_all("no trusted key", load(device_service.url, "none"), "cublas", "no_trusted_key")
+
+    tampered_fetch = service_fetcher(
+        device_service.url, op="trsm", timeout_s=2.0, transport=_TamperedService()
+    )
+    tampered = TrsmSolver(
+        Resolver(
+            "trsm", "float64", gpu=gpu, fetch=tampered_fetch,
+            cache=ChampionCache(tmp_path / "tampered"), trust=trusting(SIGNER),
+        )
+    )  # fmt: skip
+    solve_all("tampered response", tampered, "cublas", "bad_signature")
+
+    # The cache the signed loader filled, edited on disk (and re-hashed), read offline.
+    [entry] = (tmp_path / "signed").rglob("m64n64.json")
+    record = json.loads(entry.read_text())
+    record["payload"]["envelope"]["verified_shapes"].append([64, 1])
+    record["payload_sha256"] = payload_sha256(record["payload"])
+    entry.write_text(json.dumps(record))
+    solve_all(
+        "tampered cache", load(_closed_port_url(), "signed", SIGNER), "cublas", "bad_signature"
+    )
+
+    unsigned_service = start_service(tmp_path / "unsigned-db", gpu, "float64", signer=None)
+    try:
+        unsigned = load(unsigned_service.url, "unsigned", SIGNER)
+        solve_all("unsigned", unsigned, "cublas", "unsigned")
+    finally:
+        unsigned_service.stop()
+
+    refused = {label: error for label, error in worst.items() if label != "signed"}
+    with capsys.disabled():
+        print(
+            f"\nRESULTS loader trust, {gpu.name} ({gpu.arch}), float64, shapes {shapes}: "
+            f"signed champion -> kernel, max rel. diff vs cuBLAS {worst['signed']:.1e}; "
+            f"{', '.join(refused)} -> cuBLAS with the reason in explain(), "
+            f"max rel. diff {max(refused.values()):.1e}"
+        )
