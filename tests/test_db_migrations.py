@@ -1,12 +1,20 @@
-"""Alembic owns the schema: upgrade, downgrade and re-upgrade on SQLite and PostgreSQL."""
+"""Alembic owns the schema: upgrade, downgrade and re-upgrade on SQLite and PostgreSQL, and
+concurrent first starts that all succeed."""
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import inspect
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
 
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.session import make_engine
@@ -89,3 +97,78 @@ def test_models_match_the_migrations(fresh_database_url: str) -> None:
             assert compare_metadata(context, Base.metadata) == []
     finally:
         engine.dispose()
+
+
+# --- concurrent first starts -------------------------------------------------------------------
+
+# Rounds of three first starts released together; each round on a database of its own.
+MIGRATION_ROUNDS = 20
+STARTERS = 3
+
+
+def _first_start(barrier: Any, url: str, results: Any) -> None:
+    """One worker's first start (a forked process): wait for the others, then migrate."""
+    try:
+        barrier.wait(timeout=60)
+        upgrade(url)
+        results.put("ok")
+    except BaseException as exc:  # reported to the test process, which asserts on it
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        results.put(f"{type(exc).__name__}: {first}")
+
+
+def _start_together(url: str) -> list[tuple[int | None, str]]:
+    """``STARTERS`` processes released by one barrier, each running ``upgrade(url)``; their
+    exit codes and outcomes. Forked, not spawned: a spawned interpreter takes a second to import
+    SQLAlchemy and Alembic, and the barrier makes the start order irrelevant anyway."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(STARTERS)
+    results = context.Queue()
+    workers = [
+        context.Process(target=_first_start, args=(barrier, url, results)) for _ in range(STARTERS)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+    return [(worker.exitcode, outcome) for worker, outcome in zip(workers, outcomes, strict=True)]
+
+
+@contextmanager
+def _fresh_postgres_database(server_url: str) -> Iterator[str]:
+    """A database created for the caller (CREATE DATABASE) and dropped afterwards."""
+    name = f"kernevo_first_start_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_concurrent_first_starts_on_fresh_postgres_databases_all_succeed(
+    postgres_server_url: str,
+) -> None:
+    """Three workers migrating one fresh database at once all succeed, 20 rounds running: the
+    advisory lock queues them (without it, CREATE TABLE races end in a duplicate pg_type key)."""
+    for round_no in range(MIGRATION_ROUNDS):
+        with _fresh_postgres_database(postgres_server_url) as url:
+            started = _start_together(url)
+            assert started == [(0, "ok")] * STARTERS, (round_no, started)
+            assert current_revision(url) == head_revision()
+            assert _inspect(url)[0] == TABLES | {"alembic_version"}
+
+
+def test_concurrent_first_starts_on_a_fresh_sqlite_file_all_succeed(tmp_path: Path) -> None:
+    for round_no in range(MIGRATION_ROUNDS // 4):
+        url = f"sqlite:///{tmp_path / f'first-start-{round_no}.db'}"
+        started = _start_together(url)
+        assert started == [(0, "ok")] * STARTERS, (round_no, started)
+        assert current_revision(url) == head_revision()
