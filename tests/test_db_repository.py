@@ -376,8 +376,9 @@ def test_promote_refuses_unverified_evaluations(
     program, _ = _program(db_session, _job(db_session), "candidate")
     cubin = b"cubin-bytes"
     ev = _evaluation(db_session, program, report_json(1.5, cubin=cubin), state=state)
-    with pytest.raises(repo.NotVerifiedError, match=f"is {state}, not verified"):
+    with pytest.raises(repo.NotVerifiedError, match=f"is {state}, not verified") as refused:
         _promote(db_session, ev, cubin)
+    assert refused.value.check == "verified"
     assert db_session.scalar(select(func.count()).select_from(Champion)) == 0
     assert db_session.scalar(select(func.count()).select_from(ChampionPromotion)) == 0
     assert repo.best_champion(db_session, **KEY) is None
@@ -426,6 +427,89 @@ def test_promote_upserts_champion_and_keeps_history(
         hashlib.sha256(cubin_b).hexdigest(),
     ]
     assert all((h.path, h.dtype, h.gpu_key, h.shape_bucket) == tuple(KEY.values()) for h in history)
+
+
+@pytest.mark.parametrize("score", [1.0, 0.999, 0.5, 0.0])
+def test_promote_refuses_a_score_not_above_the_vendor_library(
+    db_session: Session, report_json: Callable[..., str], score: float
+) -> None:
+    program, _ = _program(db_session, _job(db_session), "slow")
+    cubin = b"slow cubin"
+    ev = _evaluation(
+        db_session, program, report_json(score, cubin=cubin), state="verified", score=score
+    )
+    with pytest.raises(repo.BelowMinimumScoreError, match="not above 1.0") as refused:
+        _promote(db_session, ev, cubin)
+    assert (refused.value.check, refused.value.score) == ("min_score", score)
+    assert repo.best_champion(db_session, **KEY) is None
+    assert db_session.scalar(select(func.count()).select_from(ChampionPromotion)) == 0
+
+
+@pytest.mark.parametrize("challenger", [2.0, 1.999, 1.5, 1.01])
+def test_promote_refuses_a_score_not_above_the_champion(
+    db_session: Session, report_json: Callable[..., str], challenger: float
+) -> None:
+    job = _job(db_session)
+    holder, _ = _program(db_session, job, "holder")
+    other, _ = _program(db_session, job, "challenger")
+    cubin_a, cubin_b = b"cubin-a", b"cubin-b"
+    ev_a = _evaluation(
+        db_session, holder, report_json(2.0, cubin=cubin_a), state="verified", score=2.0
+    )
+    ev_b = _evaluation(
+        db_session,
+        other,
+        report_json(challenger, cubin=cubin_b),
+        state="verified",
+        score=challenger,
+    )
+    _promote(db_session, ev_a, cubin_a)
+    with pytest.raises(
+        repo.NotBetterThanChampionError, match="not above the champion's 2.000"
+    ) as refused:
+        _promote(db_session, ev_b, cubin_b)
+    assert (refused.value.check, refused.value.score) == ("beats_champion", challenger)
+    assert refused.value.champion_score == 2.0
+    champion = repo.best_champion(db_session, **KEY)
+    assert champion is not None and champion.evaluation_id == ev_a.id
+    assert champion.cubin == cubin_a and champion.metrics["score"] == 2.0
+    history = db_session.scalars(select(ChampionPromotion.evaluation_id)).all()
+    assert history == [ev_a.id]
+
+
+def test_a_champion_loaded_before_the_promotion_is_compared_as_committed(
+    db_session: Session, report_json: Callable[..., str]
+) -> None:
+    """A session that read the champion earlier (as promote_best does) still compares against
+    the row as it is when locked, not its stale copy."""
+    job = _job(db_session)
+    first, _ = _program(db_session, job, "first")
+    better, _ = _program(db_session, job, "better")
+    ev_first = _evaluation(
+        db_session, first, report_json(1.5, cubin=b"c1"), state="verified", score=1.5
+    )
+    ev_better = _evaluation(
+        db_session, better, report_json(3.0, cubin=b"c3"), state="verified", score=3.0
+    )
+    _promote(db_session, ev_first, b"c1")
+    stale = repo.best_champion(db_session, **KEY)
+    assert stale is not None
+    # Another writer replaces the champion behind this session's back (a raw UPDATE: the
+    # session's identity map still holds the 1.5 copy).
+    db_session.execute(
+        Champion.__table__.update()
+        .where(Champion.id == stale.id)
+        .values(evaluation_id=ev_better.id, program_id=better.id)
+    )
+    assert stale.evaluation_id == ev_first.id
+    with pytest.raises(repo.NotBetterThanChampionError, match="champion's 3.000"):
+        _promote(
+            db_session,
+            _evaluation(
+                db_session, first, report_json(2.0, cubin=b"c1"), state="verified", score=2.0
+            ),
+            b"c1",
+        )
 
 
 def test_best_champion_is_per_key(db_session: Session, report_json: Callable[..., str]) -> None:
