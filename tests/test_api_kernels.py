@@ -42,6 +42,9 @@ def test_best_kernel_serves_the_verified_cubin(api_client: TestClient, seeded: S
     assert body["metrics"]["score"] == 2.01
     assert body["metrics"]["timings"][0]["speedup"] == 2.01
     assert body["promoted_at"].endswith(("Z", "+00:00"))
+    # Promoted without a signing key: served as such, and every loader refuses it
+    # (tests/test_evolver_champion.py serves a signed one).
+    assert (body["signature"], body["signing_key_id"]) == (None, None)
 
 
 @pytest.mark.parametrize("gpu", ["NVIDIA H200", "nvidia h200", "NVIDIA_H200", "nvidia-h200"])

@@ -1,13 +1,25 @@
-"""Champion promotion skips a kernel that already is the champion (no GPU needed)."""
+"""Champion promotion (no GPU needed): it skips a kernel that already is the champion, and
+signs every champion it stores so that a loader trusting the key accepts it."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import stat
+from types import SimpleNamespace
+
+import pytest
 from sqlalchemy import select
 
 import evaluator.champion
-from db.models import Program
+import evaluator.compile
+from db.models import Champion, ChampionPromotion, Program
 from db.session import make_engine
 from evolver.champion import promote_best
+from kernevo.client import ChampionKey, parse_champion
+from kernevo.keys import PRIVATE_KEY_FILE, KeyFileError, generate_key_pair, load_signing_key
+from kernevo.settings import LoaderSettings
+from kernevo.trust import policy_from_settings
 from seeds.registry import get_path
 
 
@@ -30,3 +42,132 @@ def test_the_champions_own_kernel_is_not_verified_again(seeded, fresh_database_u
     )
     assert not outcome.promoted and "champion's kernel" in outcome.reason
     engine.dispose()
+
+
+# --- signing at promotion ---------------------------------------------------------------------
+
+CHILD_CUBIN = b"\x7fELF the child's verified cubin"
+
+
+def _verified_report(source, path_id, dtype, gpu_index):
+    """What evaluator.champion.verify_champion returns for a kernel that passed everything."""
+    from evaluator.report import CompileInfo, EvaluationReport, GpuInfo
+
+    return EvaluationReport(
+        path_id=path_id,
+        dtype=dtype,
+        status="ok",
+        stage="champion",
+        combined_score=3.0,
+        compile=CompileInfo(
+            ok=True,
+            log="",
+            options=("-arch=sm_90", "-std=c++17", "-DKERNEVO_DTYPE=1"),
+            arch="sm_90",
+            nvrtc_version="13.0",
+            seconds=0.04,
+            cubin_sha256=hashlib.sha256(CHILD_CUBIN).hexdigest(),
+        ),
+        gpu=GpuInfo("NVIDIA H200", "nvidia-h200", "sm_90", "580.65", "13.0"),
+        verified_shapes=[(1, 1), (33, 7), (64, 64)],
+    )
+
+
+def _compiled(source, options, arch):
+    return SimpleNamespace(ok=True, cubin=CHILD_CUBIN, log="")
+
+
+def _promote_child(engine, seeded):
+    with engine.connect() as conn:
+        uid = conn.scalar(select(Program.uid).where(Program.id == seeded.child_id))
+        source = conn.scalar(select(Program.source).where(Program.id == seeded.child_id))
+    return promote_best(
+        engine,
+        spec=get_path("trsm_small"),
+        dtype="float64",
+        gpu_index=0,
+        gpu_key="nvidia-h200",
+        uid=uid,
+        source=source,
+    )
+
+
+@pytest.fixture
+def verified_child(monkeypatch, tmp_path):
+    """verify_champion and compile_cubin faked (no GPU), signing settings under tmp_path."""
+    monkeypatch.setattr(evaluator.champion, "verify_champion", _verified_report)
+    monkeypatch.setattr(evaluator.compile, "compile_cubin", _compiled)
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.delenv("KERNEVO_SIGNING_KEY", raising=False)
+
+
+def test_promotion_signs_with_the_local_key_and_the_loader_accepts_it(
+    seeded, fresh_database_url, api_client, verified_child, tmp_path
+):
+    engine = make_engine(fresh_database_url)
+    outcome = _promote_child(engine, seeded)
+    assert outcome.promoted, outcome.reason
+
+    keys = tmp_path / "keys"
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o700
+    assert stat.S_IMODE((keys / PRIVATE_KEY_FILE).stat().st_mode) == 0o600
+    local_id = load_signing_key(keys / PRIVATE_KEY_FILE).key_id
+    with engine.connect() as conn:
+        history = conn.execute(select(ChampionPromotion.signing_key_id)).scalars().all()
+    assert history[-1] == local_id
+    engine.dispose()
+
+    response = api_client.get(
+        "/v1/kernels/best",
+        params={"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": 64, "n": 64},
+    )
+    body = response.json()
+    assert body["program_id"] == seeded.child_id and body["signing_key_id"] == local_id
+    key = ChampionKey("nvidia-h200", "trsm_small", "float64", "m64n64")
+    fetched = parse_champion(body, key)
+    assert fetched.status == "ok" and fetched.champion is not None
+    # A loader on this machine trusts the local key with nothing configured.
+    policy = policy_from_settings(LoaderSettings(key_dir=keys))
+    assert policy.check(fetched.champion) is None
+    # ...and a loader trusting another key refuses it.
+    other = policy_from_settings(
+        LoaderSettings(key_dir=tmp_path / "elsewhere", trust_local_key=False)
+    )
+    refusal = other.check(fetched.champion)
+    assert refusal is not None and refusal.check == "no_trusted_key"
+
+
+def test_promotion_signs_with_the_configured_key(
+    seeded, fresh_database_url, verified_child, monkeypatch, tmp_path
+):
+    configured = generate_key_pair(tmp_path / "ci-keys")
+    monkeypatch.setenv("KERNEVO_SIGNING_KEY", str(tmp_path / "ci-keys" / PRIVATE_KEY_FILE))
+    engine = make_engine(fresh_database_url)
+
+    assert _promote_child(engine, seeded).promoted
+    with engine.connect() as conn:
+        row = conn.execute(select(Champion.signature, Champion.signing_key_id)).one()
+    engine.dispose()
+
+    assert row.signing_key_id == configured.key_id
+    assert not (tmp_path / "keys").exists()  # no local pair made when a key is configured
+    assert len(base64.b64decode(row.signature)) == 64
+
+
+def test_an_unusable_signing_key_stops_promotion_before_verification(
+    seeded, fresh_database_url, verified_child, monkeypatch, tmp_path
+):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("verification ran although the signing key is unusable")
+
+    monkeypatch.setattr(evaluator.champion, "verify_champion", must_not_run)
+    (tmp_path / "bad.pem").write_text("not a key")
+    monkeypatch.setenv("KERNEVO_SIGNING_KEY", str(tmp_path / "bad.pem"))
+    engine = make_engine(fresh_database_url)
+
+    with pytest.raises(KeyFileError, match="not an unencrypted PEM key"):
+        _promote_child(engine, seeded)
+    with engine.connect() as conn:
+        champion_program = conn.scalar(select(Champion.program_id))
+    engine.dispose()
+    assert champion_program == seeded.grandchild_id  # unchanged
