@@ -2,8 +2,12 @@
 
 Compiling needs no GPU: CuPy's `cupy.cuda.nvrtc` bindings drive the NVRTC library of the
 `nvidia-cuda-nvrtc` wheel, so this stage runs on CPU workers and the GPU worker only loads the
-cubin. Results are cached content-addressed (sha256 over source, options, NVRTC version, arch),
-written to a temporary file and `os.replace`d into place; a torn or tampered entry is a miss.
+cubin. NVRTC itself runs in a sandboxed child process (``evaluator.compile_sandbox``: empty
+environment, wall-clock and address-space limits); a compile that overruns a limit is a result
+with ``limit`` set, never an exception, and the next compile gets a fresh child. Results are
+cached content-addressed (sha256 over source, options, NVRTC version, arch), written to a
+temporary file and `os.replace`d into place; a torn or tampered entry is a miss. Compile logs
+are capped (:func:`cap_log`): they go to the LLM, the reports and the store.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import json
 import os
 import re
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from evaluator.compile_sandbox import CompilerProcess, shared_compiler
 
 # ptxas -v lines, e.g. "Used 40 registers, used 1 barriers, 8 bytes cmem[0]" and
 # "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
@@ -25,6 +30,12 @@ _SPILL_RE = re.compile(
     r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
 )
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+# A compile log is kept whole up to 16 KiB (the seed's ptxas -v log is about 1 KiB; a page of
+# errors about 10 KiB); past that its first and last 8 KiB are kept, the first errors and the
+# ptxas summary, with a line saying how much was cut. A candidate can make NVRTC print a lot
+# (one error per line of a repeated macro), and every log is stored and sent to the LLM.
+MAX_LOG_CHARS = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,7 +51,11 @@ class KernelResources:
 
 @dataclass(frozen=True)
 class CompileResult:
-    """The outcome of one compilation; ``ok`` False means ``log`` holds the compiler's errors."""
+    """The outcome of one compilation; ``ok`` False means ``log`` holds the compiler's errors.
+
+    ``limit`` is empty unless the sandbox stopped NVRTC: ``"time"`` (wall-clock limit),
+    ``"memory"`` (address-space limit) or ``"crash"`` (the compiler child died or raised).
+    """
 
     ok: bool
     log: str
@@ -52,6 +67,7 @@ class CompileResult:
     cubin_sha256: str = ""
     resources: dict[str, KernelResources] = field(default_factory=dict)
     cached: bool = False
+    limit: str = ""
 
     def summary(self) -> dict[str, object]:
         """JSON-able metadata (everything but the cubin bytes)."""
@@ -60,12 +76,14 @@ class CompileResult:
         return data
 
 
-def nvrtc_version() -> str:
-    """The NVRTC library version as ``"major.minor"``, e.g. ``"13.0"``."""
-    from cupy.cuda import nvrtc
+def nvrtc_version(compiler: CompilerProcess | None = None) -> str:
+    """The NVRTC library version as ``"major.minor"``, e.g. ``"13.0"``, as the compiler child
+    loaded it.
 
-    major, minor = nvrtc.getVersion()
-    return f"{major}.{minor}"
+    Raises:
+        CompilerUnavailable: the compiler child does not start.
+    """
+    return (compiler or shared_compiler()).version()
 
 
 def parse_resources(log: str) -> dict[str, KernelResources]:
@@ -91,9 +109,15 @@ def parse_resources(log: str) -> dict[str, KernelResources]:
     return found
 
 
-def _clean_log(log: str) -> str:
-    """NVRTC's log ends in a NUL byte, which PostgreSQL text and jsonb refuse."""
-    return log.replace("\x00", "")
+def cap_log(log: str, limit: int = MAX_LOG_CHARS) -> str:
+    """``log`` without NUL bytes (NVRTC ends its log in one; PostgreSQL text and jsonb refuse
+    them), cut to its first and last ``limit // 2`` characters when longer than ``limit``."""
+    log = log.replace("\x00", "")
+    if len(log) <= limit:
+        return log
+    half = limit // 2
+    cut = len(log) - 2 * half
+    return f"{log[:half]}\n[... {cut} characters of the compile log cut ...]\n{log[-half:]}"
 
 
 def default_cache_dir() -> Path:
@@ -103,7 +127,7 @@ def default_cache_dir() -> Path:
 
 
 # Bumped whenever CompileResult's stored fields change, so old entries are misses, not errors.
-_CACHE_SCHEMA = "1"
+_CACHE_SCHEMA = "2"
 
 
 def _cache_key(source: str, options: tuple[str, ...], version: str, arch: str) -> str:
@@ -146,46 +170,41 @@ def compile_cubin(
     *,
     cache_dir: Path | None = None,
     name: str = "candidate.cu",
+    compiler: CompilerProcess | None = None,
 ) -> CompileResult:
     """Compile CUDA C++ ``source`` with NVRTC to a cubin for ``arch`` (e.g. ``"sm_90"``).
 
     ``options`` must name the same architecture (``-arch=sm_90``); ``--ptxas-options=-v`` is
-    added so registers, spills and shared memory come back in ``resources``. A failed compile
-    is a result with ``ok=False`` and the compiler log, never an exception.
+    added so registers, spills and shared memory come back in ``resources``. NVRTC runs in
+    ``compiler`` (default: this process's sandboxed child). A failed compile, or one the sandbox
+    stopped (``limit``), is a result with ``ok=False`` and the capped log, never an exception.
 
     Raises:
         ValueError: ``options`` do not target ``arch`` (an infrastructure bug, not a candidate's).
+        CompilerUnavailable: the compiler child cannot start (infrastructure).
     """
-    from cupy.cuda import nvrtc
-
     opts = tuple(options)
     if f"-arch={arch}" not in opts:
         raise ValueError(f"compile options {list(opts)} do not target -arch={arch}")
     opts = (*opts, "--ptxas-options=-v")
-    version = nvrtc_version()
+    compiler = compiler or shared_compiler()
+    version = compiler.version()
     cache = (cache_dir or default_cache_dir()) / _cache_key(source, opts, version, arch)
     if (hit := _read_cache(cache)) is not None:
         return hit
 
-    start = time.perf_counter()
-    prog = nvrtc.createProgram(source, name, [], [])
-    try:
-        try:
-            nvrtc.compileProgram(prog, list(opts))
-        except nvrtc.NVRTCError:
-            log = _clean_log(nvrtc.getProgramLog(prog))
-            return CompileResult(False, log, opts, arch, version, time.perf_counter() - start)
-        log = _clean_log(nvrtc.getProgramLog(prog))
-        cubin = nvrtc.getCUBIN(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
+    done = compiler.compile(source, name, list(opts))
+    log = cap_log(done.log)
+    if not done.ok:
+        return CompileResult(False, log, opts, arch, version, done.seconds, limit=done.limit)
+    cubin = done.cubin
     result = CompileResult(
         ok=True,
         log=log,
         options=opts,
         arch=arch,
         nvrtc_version=version,
-        seconds=time.perf_counter() - start,
+        seconds=done.seconds,
         cubin=cubin,
         cubin_sha256=hashlib.sha256(cubin).hexdigest(),
         resources=parse_resources(log),

@@ -12,6 +12,12 @@ timeout, keep stage-1 metrics — a timed-out candidate must score 0, never posi
 ``evaluate_stage1`` (screen, compile, quick check; ``combined_score`` 0, ``passed`` says whether
 it got through) and ``evaluate_stage2`` (the full evaluation) serve callers who cascade
 themselves.
+
+The program file is read as the exact bytes OpenEvolve wrote (UTF-8, no newline translation):
+OpenEvolve stores its own in-memory text as the program's code, and the lineage recorder stores
+that; reading with universal newlines would screen and compile an LF copy of a CR LF text that
+is then stored unchanged. The text is canonical when it came through the evolver's intake
+(``seeds.canonical``); the screen refuses it (``non_canonical_text``) when it is not.
 """
 
 from __future__ import annotations
@@ -55,9 +61,15 @@ def _finish(source: str, report: EvaluationReport) -> EvaluationResult:
     return EvaluationResult(metrics=report.metrics(), artifacts=report.artifacts())
 
 
+def read_program(program_path: str) -> str:
+    """The program text exactly as OpenEvolve wrote it (UTF-8, line endings untouched)."""
+    with open(program_path, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
 def evaluate(program_path: str) -> EvaluationResult:
     """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure."""
-    source = Path(program_path).read_text()
+    source = read_program(program_path)
     evaluator = _evaluator()
     report, cubin = evaluator.evaluate_with_cubin(source)
     if report.passed:
@@ -67,7 +79,7 @@ def evaluate(program_path: str) -> EvaluationResult:
 
 def evaluate_stage1(program_path: str) -> EvaluationResult:
     """Screen, compile and the quick check only; never a positive ``combined_score``."""
-    source = Path(program_path).read_text()
+    source = read_program(program_path)
     report, _ = _evaluator().stage1(source)
     return _finish(source, report)
 

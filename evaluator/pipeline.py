@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from evaluator.compile import CompileResult, compile_cubin
+from evaluator.compile_sandbox import CompilerUnavailable, shared_compiler
 from evaluator.report import (
     CheckFailure,
     CompileInfo,
@@ -52,6 +53,28 @@ def compile_info(result: CompileResult, kernel_name: str) -> CompileInfo:
         stack_bytes=res.stack_bytes if res else 0,
         static_shared_bytes=res.static_shared_bytes if res else 0,
     )
+
+
+def compile_failure(result: CompileResult) -> CheckFailure:
+    """The check a failed compile broke: a sandbox limit (``compile_time_limit``: value and
+    bound in seconds; ``compile_memory_limit``: bound in bytes of address space), the compiler
+    child dying (``compiler_crash``), or NVRTC's own errors (``compile``, first error line).
+    Limits are those of this process's compiler child (``evaluator.compile_sandbox``)."""
+    sandbox = shared_compiler()
+    if result.limit == "time":
+        return CheckFailure(
+            "compile_time_limit", None, result.seconds, sandbox.wall_limit_s,
+            result.log.splitlines()[0],
+        )  # fmt: skip
+    if result.limit == "memory":
+        return CheckFailure(
+            "compile_memory_limit", None, None, float(sandbox.address_space_bytes),
+            result.log.splitlines()[0],
+        )  # fmt: skip
+    if result.limit == "crash":
+        return CheckFailure("compiler_crash", detail=result.log.splitlines()[0][:500])
+    first = next((ln for ln in result.log.splitlines() if "error" in ln), "")
+    return CheckFailure("compile", detail=first)
 
 
 class Evaluator:
@@ -99,13 +122,17 @@ class Evaluator:
         report.gpu = gpu
         arch = gpu.arch if gpu else self._compile_arch
         t0 = time.perf_counter()
-        result = compile_cubin(source, self.spec.compile_options(self.dtype, arch), arch)
+        try:
+            result = compile_cubin(source, self.spec.compile_options(self.dtype, arch), arch)
+        except CompilerUnavailable as exc:
+            return report.fail(
+                "infra_error", CheckFailure("compiler_unavailable", detail=str(exc))
+            ), b""
         report.compile = compile_info(result, self.spec.kernel_name)
         report.stage = "compile"
         report.phase_seconds["compile"] = time.perf_counter() - t0
         if not result.ok:
-            first = next((ln for ln in result.log.splitlines() if "error" in ln), "")
-            return report.fail("compile_error", CheckFailure("compile", detail=first)), b""
+            return report.fail("compile_error", compile_failure(result)), b""
         if self.worker is None:
             report.status = "compiled"
             report.notes.append("compile-only evaluation: no GPU assigned, not run")

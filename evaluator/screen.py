@@ -227,7 +227,7 @@ def _token_failure(tokens: list[Token]) -> CheckFailure | None:
 def _pragma(tok: Token, text: str) -> CheckFailure | None:
     """A failure unless the pragma ``text`` (its first word; a ``_Pragma`` string literal's
     quotes stripped) is allow-listed."""
-    words = text.strip("\"L").split() if text.endswith('"') else [text]
+    words = text.strip('"L').split() if text.endswith('"') else [text]
     what = re.split(r"\W", words[0], maxsplit=1)[0] if words else ""
     if what in ALLOWED_PRAGMAS:
         return None

@@ -1,0 +1,363 @@
+"""NVRTC in a child process with an empty environment, an address-space limit and a wall-clock
+limit: what a candidate's text can reach while it is compiled.
+
+Why a child: NVRTC runs the candidate's preprocessor directives and template metaprograms in the
+process that calls it. In the evaluator's own process that is the job's environment (API keys,
+tokens: ``/proc/self/environ``) and all of its memory and time; one statement repeated 4⁷ times
+through nested macros kept NVRTC busy for 8 minutes and 6.7 GB. Here:
+
+* the child is started with ``env={}`` (nothing to read in ``/proc/self/environ``), in an empty
+  temporary working directory, and finds its packages through the parent's ``sys.path`` sent on
+  stdin (the device machine finds them through ``PYTHONPATH``, which an empty environment
+  drops);
+* it sets its own ``RLIMIT_AS`` (:data:`ADDRESS_SPACE_LIMIT_BYTES`) and ``RLIMIT_CORE`` = 0
+  before importing NVRTC, so an allocation past the limit fails inside the child: NVRTC reports
+  out of memory or the child dies, and either is a ``compile_memory_limit``;
+* the parent kills the child (its whole process group) when a compile runs past
+  :data:`WALL_LIMIT_S`: a ``compile_time_limit``;
+* the child is long-lived (one per evaluating process; restarted after an overrun or a crash):
+  a fresh Python with CuPy costs about 0.3 s of imports per compile, a request to a running
+  child about 1 ms on top of NVRTC's own time (``tests/test_evaluator_sandbox.py`` measures it),
+  which keeps a job at 30–50 candidates per minute.
+
+Messages both ways are a 4-byte big-endian length and a UTF-8 JSON object (the cubin in base64):
+the child compiles untrusted text, so the parent never unpickles what it sends.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import resource
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+# Limits and their sources. The seed compiles in 0.07 s in each dtype and its compiler child peaks
+# near 0.5 GB of address space (NVRTC 13.5, measured with the seed); a 4⁵-fold unrolled loop nest,
+# far past anything a 64×64 TRSM kernel needs, compiles in 15 s within 0.45 GB. 30 s and 4 GiB
+# leave a real candidate twice and eight times that headroom while stopping the 4⁷ macro bomb
+# (8 minutes, 6.7 GB unbounded) within 30 s of one evaluation.
+WALL_LIMIT_S = 30.0
+ADDRESS_SPACE_LIMIT_BYTES = 4 * 2**30
+# Waiting for a fresh child's imports (CuPy, NVRTC) before calling the start itself a failure.
+START_TIMEOUT_S = 120.0
+
+# nvrtcResult's NVRTC_ERROR_OUT_OF_MEMORY (nvrtc.h); CuPy's bindings do not name it.
+_NVRTC_ERROR_OUT_OF_MEMORY = 1
+# A failed compile whose child came this close to the address-space limit is a memory overrun:
+# ptxas says only "Ptx assembly aborted due to errors" when an allocation fails, and no
+# compile that failed on its own merits comes within 10 % of the limit (the seed's peak is an
+# eighth of it). The child is replaced afterwards, so its VmPeak never carries over.
+_NEAR_LIMIT = 0.9
+_HEADER = struct.Struct(">I")
+# Run by ``python -I -c``: take sys.path from the first message, then hand over to _child_main.
+_BOOTSTRAP = (
+    "import json, struct, sys\n"
+    "n = struct.unpack('>I', sys.stdin.buffer.read(4))[0]\n"
+    "sys.path[:] = json.loads(sys.stdin.buffer.read(n))['sys_path']\n"
+    "from evaluator.compile_sandbox import _child_main\n"
+    "_child_main()\n"
+)
+
+
+class CompilerUnavailable(Exception):
+    """The compiler child could not be started (an infrastructure fault, not a candidate's)."""
+
+
+@dataclass(frozen=True)
+class SandboxCompile:
+    """What the compiler child answered for one source.
+
+    ``limit`` is ``""`` when NVRTC finished (``ok`` says whether it compiled), ``"time"`` when the
+    wall-clock limit ran out, ``"memory"`` when the address-space limit stopped NVRTC, and
+    ``"crash"`` when the child died otherwise (signal or exit) or raised.
+    """
+
+    ok: bool
+    log: str
+    cubin: bytes
+    seconds: float
+    limit: str = ""
+
+
+def _send(stream: IO[bytes], message: dict[str, Any]) -> None:
+    data = json.dumps(message).encode()
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            raise EOFError("compiler pipe closed")
+        data += chunk
+    return data
+
+
+def _receive(stream: IO[bytes]) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    return json.loads(_read_exact(stream, size))
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+
+def _child_main() -> None:
+    """The compiler child: limits first, then NVRTC, then one reply per request until EOF."""
+    requests = sys.stdin.buffer
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
+    limits = _receive(requests)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    address_space = int(limits["address_space_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    try:
+        from cupy.cuda import nvrtc
+
+        major, minor = nvrtc.getVersion()
+    except Exception as exc:  # report why the child cannot compile, then stop
+        _send(replies, {"error": f"{type(exc).__name__}: {exc}"})
+        return
+    _send(replies, {"version": f"{major}.{minor}", "pid": os.getpid()})
+    while True:
+        try:
+            request = _receive(requests)
+        except EOFError:
+            return
+        _send(replies, _compile_in_child(nvrtc, request))
+
+
+def _vm_peak_bytes() -> int:
+    """This process's peak address-space size (``VmPeak`` of /proc/self/status), 0 if unknown."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _compile_in_child(nvrtc: Any, request: dict[str, Any]) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        prog = nvrtc.createProgram(request["source"], request["name"], [], [])
+        try:
+            try:
+                nvrtc.compileProgram(prog, request["options"])
+                ok = True
+            except nvrtc.NVRTCError as exc:
+                if exc.status == _NVRTC_ERROR_OUT_OF_MEMORY:
+                    return {"limit": "memory", "log": str(exc)}
+                ok = False
+            log = nvrtc.getProgramLog(prog)
+            cubin = nvrtc.getCUBIN(prog) if ok else b""
+        finally:
+            nvrtc.destroyProgram(prog)
+        if not ok and _vm_peak_bytes() >= _NEAR_LIMIT * request["address_space_bytes"]:
+            # ptxas reports a failed allocation as "Ptx assembly aborted due to errors" only.
+            return {"limit": "memory", "log": log}
+    except MemoryError:
+        return {"limit": "memory", "log": "MemoryError"}
+    except Exception as exc:  # NVRTC or CuPy raising on odd input: the candidate's fault
+        return {"limit": "crash", "log": f"{type(exc).__name__}: {exc}"}
+    return {
+        "ok": ok,
+        "log": log,
+        "cubin_b64": base64.b64encode(cubin).decode("ascii"),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+# -- the parent --------------------------------------------------------------------------------
+
+
+class CompilerProcess:
+    """One long-lived compiler child; :meth:`compile` is serialized (one compile at a time).
+
+    Raises (from :meth:`compile` and :meth:`version`):
+        CompilerUnavailable: the child does not start or does not load NVRTC.
+    """
+
+    def __init__(
+        self,
+        wall_limit_s: float = WALL_LIMIT_S,
+        address_space_bytes: int = ADDRESS_SPACE_LIMIT_BYTES,
+    ) -> None:
+        self.wall_limit_s = wall_limit_s
+        self.address_space_bytes = address_space_bytes
+        self.restarts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
+        self._version = ""
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id (None when none runs)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def version(self) -> str:
+        """NVRTC's ``"major.minor"`` as the child loaded it (starts the child if needed)."""
+        with self._lock:
+            self._ensure()
+            return self._version
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._discard()
+        self._workdir = tempfile.TemporaryDirectory(prefix="kernevo-nvrtc-")
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOTSTRAP],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            cwd=self._workdir.name,
+            start_new_session=True,  # its own process group: a kill reaches anything it starts
+        )
+        self._proc = proc
+        assert proc.stdin is not None
+        try:
+            _send(proc.stdin, {"sys_path": [p for p in sys.path if p]})
+            _send(proc.stdin, {"address_space_bytes": self.address_space_bytes})
+            hello = self._reply(START_TIMEOUT_S)
+        except (OSError, EOFError, ValueError) as exc:
+            self._discard()
+            raise CompilerUnavailable(f"compiler process did not start: {exc}") from None
+        if hello is None or "version" not in hello:
+            why = "no answer" if hello is None else hello.get("error", "unexpected answer")
+            self._discard()
+            raise CompilerUnavailable(f"compiler process did not start: {why}")
+        self._version = str(hello["version"])
+        return proc
+
+    def _reply(self, timeout_s: float) -> dict[str, Any] | None:
+        """The child's next message, or None when none came within ``timeout_s``.
+
+        Raises:
+            EOFError: the child closed its end (it died).
+        """
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        with selectors.DefaultSelector() as sel:
+            sel.register(stream, selectors.EVENT_READ)
+            if not sel.select(timeout_s):
+                return None
+        # The child writes each reply in one piece right after it starts it; once the first
+        # byte is here the rest follows without waiting on NVRTC.
+        return _receive(stream)
+
+    def compile(self, source: str, name: str, options: list[str]) -> SandboxCompile:
+        """Compile ``source`` with NVRTC ``options`` in the child, within the limits."""
+        with self._lock:
+            proc = self._ensure()
+            assert proc.stdin is not None
+            start = time.perf_counter()
+            try:
+                request = {"source": source, "name": name, "options": options}
+                _send(proc.stdin, {**request, "address_space_bytes": self.address_space_bytes})
+                reply = self._reply(self.wall_limit_s)
+            except (OSError, EOFError, ValueError):
+                return self._died(start)
+            if reply is None:
+                self._discard()
+                return SandboxCompile(
+                    False,
+                    f"NVRTC ran past the {self.wall_limit_s:.0f} s wall-clock limit; the compiler "
+                    "process was killed",
+                    b"",
+                    time.perf_counter() - start,
+                    "time",
+                )
+            seconds = time.perf_counter() - start
+            if limit := reply.get("limit"):
+                self._discard()  # a child that ran out of memory may be in any state
+                return SandboxCompile(False, self._limit_log(limit, reply), b"", seconds, limit)
+            cubin = base64.b64decode(reply["cubin_b64"])
+            return SandboxCompile(bool(reply["ok"]), str(reply["log"]), cubin, seconds)
+
+    def _limit_log(self, limit: str, reply: dict[str, Any]) -> str:
+        if limit == "memory":
+            gib = self.address_space_bytes / 2**30
+            return f"NVRTC ran out of the {gib:.3g} GiB address-space limit ({reply['log']})"
+        return f"the compiler failed: {reply['log']}"
+
+    def _died(self, start: float) -> SandboxCompile:
+        """The child closed its pipe mid-compile: reap it and say how it ended."""
+        proc = self._proc
+        assert proc is not None
+        try:
+            code = proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        self._discard()
+        seconds = time.perf_counter() - start
+        # Under RLIMIT_AS a failed allocation inside NVRTC ends in std::bad_alloc → abort
+        # (SIGABRT) or a null dereference (SIGSEGV): both mean the limit stopped it.
+        if code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGKILL):
+            gib = self.address_space_bytes / 2**30
+            log = f"the compiler process died ({_ended(code)}) under the {gib:.3g} GiB limit"
+            return SandboxCompile(False, log, b"", seconds, "memory")
+        return SandboxCompile(False, f"the compiler process died ({_ended(code)})", b"", seconds,
+                              "crash")  # fmt: skip
+
+    def _discard(self) -> None:
+        """Kill the child's process group (if any) and forget it; the next call starts one."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+            for stream in (self._proc.stdin, self._proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+            self.restarts += 1
+        if self._workdir is not None:
+            self._workdir.cleanup()
+        self._proc, self._workdir = None, None
+
+    def stop(self) -> None:
+        """Stop the child (the next compile starts a fresh one)."""
+        with self._lock:
+            self._discard()
+
+
+def _ended(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit status {code}"
+
+
+_SHARED: CompilerProcess | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_compiler() -> CompilerProcess:
+    """This process's compiler child (created on first use; stopped at interpreter exit)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            import atexit
+
+            _SHARED = CompilerProcess()
+            atexit.register(_SHARED.stop)
+        return _SHARED
