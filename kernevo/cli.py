@@ -492,6 +492,31 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- keys --------------------------------------------------------------------------------------
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    """Create the local signing key pair if missing; print its id and public key."""
+    import base64
+
+    from evolver.settings import EvolverSettings
+    from kernevo.keys import KeyFileError, generate_key_pair, load_signing_key
+
+    settings = EvolverSettings()
+    try:
+        if args.dir is None and settings.signing_key is not None:
+            key = load_signing_key(settings.signing_key)
+        else:
+            key = generate_key_pair(args.dir or settings.key_dir)
+    except KeyFileError as error:
+        raise CliError(str(error)) from None
+    public = base64.b64encode(key.public_raw).decode("ascii")
+    print(f"signing key {key.path} (id {key.key_id})")
+    print(f"public key: {public}")
+    print(f"loaders elsewhere trust it with KERNEVO_TRUSTED_KEYS={public}")
+    return 0
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -561,6 +586,12 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
     jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     jobs.set_defaults(func=_cmd_jobs)
+
+    keys = commands.add_parser(
+        "keys", help="the key signing champions: create the local pair if missing, show it"
+    )
+    keys.add_argument("--dir", type=_path_arg, help="default KERNEVO_KEY_DIR")
+    keys.set_defaults(func=_cmd_keys)
     return parser
 
 

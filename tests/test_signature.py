@@ -389,3 +389,21 @@ def test_anything_else_is_refused_by_name(option: str) -> None:
     assert refused_option(champion(compile_options=options)) == (
         f"compile option not allowed: {option!r}"
     )
+
+
+# --- kernevo keys -----------------------------------------------------------------------------
+
+
+def test_kernevo_keys_creates_the_pair_and_prints_the_public_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kernevo.cli import main
+
+    assert main(["keys", "--dir", str(tmp_path / "keys")]) == 0
+
+    out = capsys.readouterr().out
+    key = load_signing_key(tmp_path / "keys" / PRIVATE_KEY_FILE)
+    public = base64.b64encode(key.public_raw).decode()
+    assert f"(id {key.key_id})" in out
+    assert f"KERNEVO_TRUSTED_KEYS={public}" in out
+    assert trusted_keys([public]) == {key.key_id: key.public_raw}
