@@ -8,7 +8,10 @@ Layout under the cache root, one folder per (GPU key, path, dtype)::
 Both files are written to a temporary file in the same folder and then ``os.replace``d into
 place, so a reader sees the old file or the new one, never half of one (CuPy's compiler cache
 does the same). Every read re-checks both hashes: a torn, truncated or edited file is a miss
-with a reason, never a crash and never a kernel that was not verified.
+with a reason, never a crash and never a kernel that was not verified. These hashes only catch
+corruption (anyone who can edit the entry can re-hash it): the resolver checks the champion's
+signature again on every read (``kernevo.trust``), so an entry changed after it was written is
+refused even when its hashes agree. Only champions that passed those checks are stored.
 """
 
 from __future__ import annotations

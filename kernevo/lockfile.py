@@ -9,7 +9,8 @@ pins, in addition to checking their signatures::
 
 ``payload_sha256`` is the sha256 of the champion's signed payload (``kernevo.signature``), so a
 pin also fixes the envelope, launch and options, not only the cubin; ``program_id`` is for the
-reader. ``kernevo lock FILE`` writes one from the champions in the loader's disk cache.
+reader. :func:`write_lock_file` writes one from champions the loader holds (e.g.
+``decision.champion`` of each key a deployment uses, after ``explain()``).
 """
 
 from __future__ import annotations
