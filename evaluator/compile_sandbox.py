@@ -15,6 +15,7 @@ through nested macros kept NVRTC busy for 8 minutes and 6.7 GB. Here:
   out of memory or the child dies, and either is a ``compile_memory_limit``;
 * the parent kills the child (its whole process group) when a compile runs past
   :data:`WALL_LIMIT_S`: a ``compile_time_limit``;
+* it dies with the process that started it (``evaluator.parent_watch``);
 * the child is long-lived (one per evaluating process; restarted after an overrun or a crash):
   a fresh Python with CuPy costs about 0.3 s of imports per compile, a request to a running
   child about 1 ms on top of NVRTC's own time (``tests/test_evaluator_sandbox.py`` measures it),
@@ -41,6 +42,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import IO, Any
+
+from evaluator.parent_watch import die_with_parent
 
 # Limits and their sources. The seed compiles in 0.07 s in each dtype and its compiler child peaks
 # near 0.5 GB of address space (NVRTC 13.5, measured with the seed); a 4⁵-fold unrolled loop nest,
@@ -120,6 +123,9 @@ def _child_main() -> None:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stray prints must not corrupt the protocol
     limits = _receive(requests)
+    # A compile can outlive a killed job by its whole wall-clock limit otherwise; NVRTC releases
+    # the GIL while it compiles, so the watchdog thread runs meanwhile.
+    die_with_parent(int(limits["parent_pid"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     address_space = int(limits["address_space_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -234,7 +240,8 @@ class CompilerProcess:
         assert proc.stdin is not None
         try:
             _send(proc.stdin, {"sys_path": [p for p in sys.path if p]})
-            _send(proc.stdin, {"address_space_bytes": self.address_space_bytes})
+            limits = {"address_space_bytes": self.address_space_bytes, "parent_pid": os.getpid()}
+            _send(proc.stdin, limits)
             hello = self._reply(START_TIMEOUT_S)
         except (OSError, EOFError, ValueError) as exc:
             self._discard()

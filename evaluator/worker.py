@@ -19,6 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from evaluator.child_env import allow_listed_environ
 from evaluator.gpu_lock import gpu_lock
 from evaluator.parent_watch import die_with_parent
 
@@ -84,7 +85,8 @@ class GpuWorker:
         self._proc = ctx.Process(
             target=_serve, args=(child, self.gpu_index, os.getpid()), daemon=True
         )
-        self._proc.start()
+        with allow_listed_environ():  # the child's /proc/<pid>/environ: no keys, no tokens
+            self._proc.start()
         child.close()
         self._conn = parent
 
