@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from evaluator.pipeline import Evaluator
 from evaluator.report import EvaluationReport
+from seeds.canonical import canonical_source
 from seeds.registry import UnknownPathError, get_path
 
 # A kernel source is tens of kilobytes (the evolver caps candidates at 60 000 characters); a
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             f"argument --dtype: unknown dtype {_cut(unknown[0])!r} for {spec.path_id}; "
             f"known: {' '.join(spec.dtypes)}"
         )
-    source = args.source.read_text() if args.source else spec.seed_source()
+    # --source is where a kernel's text enters here: canonical, as the evolver's intake makes it.
+    source = canonical_source(args.source.read_text()) if args.source else spec.seed_source()
     label = args.label or (args.source.name if args.source else "seed")
     print(HEADER)
     reports = []

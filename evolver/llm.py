@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
+
+from openevolve.llm.base import LLMInterface
 
 from evolver.errors import LLMEndpointError
 from evolver.job_config import LLMSection
 from evolver.offline_mutator import OFFLINE_BACKEND, OFFLINE_MODEL, make_offline_mutator
 from evolver.settings import EvolverSettings
+from seeds.canonical import canonical_source
 
 OPENAI_BACKEND = "openai-compatible"
 # The OpenAI client refuses an empty key; local servers (vLLM, llama.cpp, Ollama) ignore it.
@@ -130,11 +134,49 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
         ) from None
 
 
+class CanonicalTextLLM(LLMInterface):
+    """An LLM whose every response is canonical text (``seeds.canonical``: LF line endings).
+
+    This is where an endpoint's text enters the job: OpenEvolve applies the response's diff to
+    the (canonical) parent, or takes a full rewrite from it, stores the result as the program's
+    code and hands that same text to the evaluator, which refuses a non-canonical text. Every
+    other attribute (``model``, ``last_usage``) is the wrapped client's.
+    """
+
+    def __init__(self, inner: LLMInterface) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def generate(self, prompt: str, **kwargs: Any) -> str:
+        return _canonical(await self._inner.generate(prompt, **kwargs))
+
+    async def generate_with_context(
+        self, system_message: str, messages: list[dict[str, str]], **kwargs: Any
+    ) -> str:
+        answer = await self._inner.generate_with_context(system_message, messages, **kwargs)
+        return _canonical(answer)
+
+
+def _canonical(answer: Any) -> Any:
+    return canonical_source(answer) if isinstance(answer, str) else answer
+
+
+def make_canonical_openai_client(model_cfg: Any) -> CanonicalTextLLM:
+    """OpenEvolve's ``init_client`` factory for the OpenAI-compatible backend: its own
+    ``OpenAILLM`` behind :class:`CanonicalTextLLM`. Module-level so it pickles by reference."""
+    from openevolve.llm.openai import OpenAILLM
+
+    return CanonicalTextLLM(OpenAILLM(model_cfg))
+
+
 def model_configs(backend: LLMBackend, section: LLMSection) -> list[object]:
     """OpenEvolve model configurations for ``backend`` (one model, weight 1).
 
-    The OpenAI-compatible backend is OpenEvolve's own ``OpenAILLM`` (no ``init_client``); the
-    offline mutator comes in through ``init_client`` with a module-level, picklable factory.
+    The OpenAI-compatible backend is OpenEvolve's own ``OpenAILLM`` behind
+    :class:`CanonicalTextLLM`; the offline mutator comes in the same way. Both through
+    ``init_client`` with a module-level, picklable factory.
 
     Raises:
         LLMEndpointError: the API key variable is named but not set.
@@ -155,6 +197,7 @@ def model_configs(backend: LLMBackend, section: LLMSection) -> list[object]:
         LLMModelConfig(
             name=backend.model,
             weight=1.0,
+            init_client=make_canonical_openai_client,
             api_base=backend.base_url,
             api_key=backend.api_key(),
             temperature=section.temperature,

@@ -23,6 +23,7 @@ from typing import Any
 
 from openevolve.llm.base import LLMInterface
 
+from seeds.canonical import canonical_source
 from seeds.tunables import Tunable, parse_tunables
 
 OFFLINE_BACKEND = "offline"
@@ -107,7 +108,8 @@ class OfflineMutator(LLMInterface):
             diff = propose_diff(source, rng)
         except ValueError as error:
             return f"offline mutator: {error}; no change."
-        return f"Move declared tunables to other declared values.\n\n{diff}\n"
+        # Canonical like every answer that enters the job (seeds.canonical): the parent is.
+        return canonical_source(f"Move declared tunables to other declared values.\n\n{diff}\n")
 
     async def generate(self, prompt: str, **kwargs: Any) -> str:
         return self.answer(prompt, kwargs.get("seed"))
