@@ -25,6 +25,10 @@ class Health(BaseModel):
     schema_head: str | None
 
 
+# Failures whose detail is a line of the compiler's log (evaluator.pipeline.compile_failure).
+COMPILE_LOG_CHECKS = frozenset({"compile", "compiler_crash"})
+
+
 class EvaluationOut(BaseModel):
     """One evaluation of a program on one GPU, with the evaluator's full report."""
 
@@ -42,6 +46,24 @@ class EvaluationOut(BaseModel):
     error_kind: str | None
     report: dict[str, Any]
     created_at: datetime
+    # True when the compile log (``report.compile.log``) and a compile error's first line
+    # (``report.failure.detail``) were withheld: they echo what NVRTC read, so they are served
+    # only to a request carrying the bearer token.
+    compile_log_withheld: bool = False
+
+    @classmethod
+    def from_evaluation(cls, evaluation: Evaluation, *, include_log: bool) -> EvaluationOut:
+        """Build from the ORM row; without ``include_log`` the compile log is null."""
+        out = cls.model_validate(evaluation)
+        if include_log:
+            return out
+        report = dict(out.report)
+        if isinstance(report.get("compile"), dict):
+            report["compile"] = {**report["compile"], "log": None}
+        failure = report.get("failure")
+        if isinstance(failure, dict) and failure.get("check") in COMPILE_LOG_CHECKS:
+            report["failure"] = {**failure, "detail": None}
+        return out.model_copy(update={"report": report, "compile_log_withheld": True})
 
 
 class ProgramSummary(BaseModel):
@@ -70,13 +92,18 @@ class ProgramDetail(ProgramSummary):
     evaluations: list[EvaluationOut]
 
     @classmethod
-    def from_program(cls, program: Program, evaluations: list[Evaluation]) -> ProgramDetail:
-        """Build from the ORM row and its evaluations."""
+    def from_program(
+        cls, program: Program, evaluations: list[Evaluation], *, include_logs: bool = False
+    ) -> ProgramDetail:
+        """Build from the ORM row and its evaluations (compile logs only with
+        ``include_logs``)."""
         summary = ProgramSummary.model_validate(program)
         return cls(
             **summary.model_dump(),
             source=program.source,
-            evaluations=[EvaluationOut.model_validate(e) for e in evaluations],
+            evaluations=[
+                EvaluationOut.from_evaluation(e, include_log=include_logs) for e in evaluations
+            ],
         )
 
 

@@ -133,10 +133,16 @@ def _child_main() -> None:
         from cupy.cuda import nvrtc
 
         major, minor = nvrtc.getVersion()
+        # Load every library a compile needs (NVRTC's builtin headers, ptxas) before the file
+        # system is closed: one empty kernel with the options every request carries.
+        _compile_in_child(nvrtc, {**_WARM_UP, "address_space_bytes": address_space})
     except Exception as exc:  # report why the child cannot compile, then stop
         _send(replies, {"error": f"{type(exc).__name__}: {exc}"})
         return
-    _send(replies, {"version": f"{major}.{minor}", "pid": os.getpid()})
+    global _STATUS_FD
+    _STATUS_FD = os.open("/proc/self/status", os.O_RDONLY)
+    landlock = forbid_file_access()
+    _send(replies, {"version": f"{major}.{minor}", "pid": os.getpid(), "landlock": landlock})
     while True:
         try:
             request = _receive(requests)
@@ -145,16 +151,73 @@ def _child_main() -> None:
         _send(replies, _compile_in_child(nvrtc, request))
 
 
+_WARM_UP = {
+    "source": 'extern "C" __global__ void kernevo_warm_up() {}\n',
+    "name": "warm_up.cu",
+    "options": ["-arch=sm_90", "-std=c++17", "--ptxas-options=-v"],
+}
+# /proc/self/status, opened before the file system is closed (read with pread afterwards).
+_STATUS_FD: int | None = None
+
+
 def _vm_peak_bytes() -> int:
     """This process's peak address-space size (``VmPeak`` of /proc/self/status), 0 if unknown."""
     try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmPeak:"):
-                    return int(line.split()[1]) * 1024
+        if _STATUS_FD is not None:
+            text = os.pread(_STATUS_FD, 1 << 16, 0).decode()
+        else:
+            with open("/proc/self/status") as status:
+                text = status.read()
+        for line in text.splitlines():
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+# <linux/landlock.h>, <linux/prctl.h>; x86-64 and arm64 share these syscall numbers.
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_PR_SET_NO_NEW_PRIVS = 38
+# Filesystem access rights Landlock knows, by ABI version: 13 in ABI 1, REFER in 2, TRUNCATE in
+# 3 (and 4), IOCTL_DEV in 5 and later.
+_FS_RIGHT_BITS = {1: 13, 2: 14, 3: 15, 4: 15}
+
+
+def forbid_file_access() -> int:
+    """Close the file system to this process with Landlock: no file or directory may be opened,
+    read, written, executed or created from now on (descriptors already open keep working).
+
+    With no readable file, an ``#include`` that got past the screen — of ``/proc/<pid>/environ``
+    of any process of this user, a key file, anything — fails with "cannot open source file".
+    Returns the Landlock ABI version applied, or 0 where the kernel lacks Landlock (the child
+    then runs with the empty environment and the limits only; the handshake says so).
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+        if abi <= 0:
+            return 0
+        handled = ctypes.c_uint64((1 << _FS_RIGHT_BITS.get(abi, 16)) - 1)
+        ruleset = libc.syscall(
+            _SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(handled), ctypes.sizeof(handled), 0
+        )
+        if ruleset < 0:
+            return 0
+        try:
+            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                return 0
+            if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+                return 0
+        finally:
+            os.close(ruleset)
+    except (OSError, AttributeError):
+        return 0
+    return int(abi)
 
 
 def _compile_in_child(nvrtc: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +269,9 @@ class CompilerProcess:
         self.wall_limit_s = wall_limit_s
         self.address_space_bytes = address_space_bytes
         self.restarts = 0
+        # Landlock ABI the running child closed its file system with (0: none, see
+        # forbid_file_access).
+        self.landlock_abi = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._version = ""
@@ -251,6 +317,7 @@ class CompilerProcess:
             self._discard()
             raise CompilerUnavailable(f"compiler process did not start: {why}")
         self._version = str(hello["version"])
+        self.landlock_abi = int(hello.get("landlock", 0))
         return proc
 
     def _reply(self, timeout_s: float) -> dict[str, Any] | None:
