@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 from kernevo.environment import (
     SettingsError,
+    accept,
     check_environment,
     describe,
     read_settings,
@@ -59,17 +60,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-# A run of this many non-blank characters in a message is echoed input (a megabyte --gpu, a
-# pasted file): cut, so that the one-line error stays readable.
-_LONG_TOKEN = re.compile(r"\S{81,}")
+# A run of more non-blank characters than a long file path in a message is echoed input (a
+# megabyte --gpu, a pasted file): cut, so that the one-line error stays readable.
+_LONG_TOKEN = re.compile(r"\S{301,}")
 
 
 def _short_tokens(text: str) -> str:
     return _LONG_TOKEN.sub(lambda match: shorten(match.group(0)), text)
 
 
+# A one-line error longer than this is cut: it holds echoed input (a service's whole answer).
+_LINE_MAX = 1000
+
+
 def _one_line(error: BaseException) -> str:
     text = _short_tokens(" ".join(str(error).split()))
+    if len(text) > _LINE_MAX:
+        text = f"{text[:_LINE_MAX]}…"
     return text or type(error).__name__
 
 
@@ -330,6 +337,24 @@ def _api_url(given: str | None) -> str:
     return (given or LoaderSettings().api_url).rstrip("/")
 
 
+def _error_detail(response: Any) -> str:
+    """The ``detail`` of an error answer as one line: a text, or FastAPI's list of
+    ``{loc, msg}`` as ``query.m: msg; …``; the body itself when it is not that JSON."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail", body) if isinstance(body, dict) else response.text
+    if isinstance(detail, list):
+        detail = "; ".join(
+            f"{'.'.join(str(part) for part in item.get('loc', []))}: {item.get('msg', '')}"
+            if isinstance(item, dict)
+            else str(item)
+            for item in detail
+        )
+    return _one_line(Exception(detail))
+
+
 def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
     """GET ``url`` and decode JSON; any failure becomes a one-line ``CliError``."""
     import httpx
@@ -341,11 +366,7 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
             f"service at {url} is unreachable ({type(error).__name__}: {error})"
         ) from None
     if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text
-        raise CliError(f"{response.status_code} from {url}: {_one_line(Exception(detail))}")
+        raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
     try:
         return response.json()
     except ValueError:
@@ -617,7 +638,8 @@ def _check_environment(args: argparse.Namespace) -> None:
     from evolver.settings import EvolverSettings
     from kernevo.settings import LoaderSettings
 
-    problems = check_environment(os.environ, also_known=[getattr(args, "llm_api_key_env", None)])
+    accept(getattr(args, "llm_api_key_env", None))  # the loader's later checks know it too
+    problems = check_environment(os.environ)
     if problems:
         raise SettingsError(describe(problems), check=problems[0].check, name=problems[0].name)
     for settings_class in (DatabaseSettings, ApiSettings, EvolverSettings, LoaderSettings):

@@ -223,6 +223,14 @@ CATALOGUE: tuple[Variable, ...] = (
 NAMES: frozenset[str] = frozenset(v.name for v in CATALOGUE)
 _BY_NAME: dict[str, Variable] = {v.name: v for v in CATALOGUE}
 _KEY_ENV = PREFIX + "LLM_API_KEY_ENV"
+# Names this process accepts beyond the catalogue (see ``accept``).
+_accepted: set[str] = set()
+
+
+def accept(*names: str | None) -> None:
+    """Accept ``names`` (any case) in every later check of this process: the variable a command
+    line names as holding the LLM API key (``--llm-api-key-env``) may carry the prefix."""
+    _accepted.update(name.upper() for name in names if name)
 
 
 def variable(name: str) -> Variable | None:
@@ -297,10 +305,10 @@ def check_environment(
     - ``set_twice``: one variable set under two spellings (``KERNEVO_GPU`` and ``kernevo_gpu``:
       pydantic-settings matches names case-insensitively, which one wins is unspecified).
 
-    ``also_known`` are further names to accept: the variable holding the LLM API key (the value
-    of ``KERNEVO_LLM_API_KEY_ENV`` is accepted automatically).
+    ``also_known`` are further names to accept, besides those given to :func:`accept` and the
+    value of ``KERNEVO_LLM_API_KEY_ENV`` (the variable holding the LLM API key).
     """
-    extra = {name.upper() for name in also_known if name}
+    extra = {name.upper() for name in also_known if name} | _accepted
     key_env = next((v for k, v in environ.items() if k.upper() == _KEY_ENV), None)
     if key_env:
         extra.add(key_env.upper())

@@ -3,6 +3,7 @@ a non-zero exit, never a traceback."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -14,14 +15,18 @@ from pathlib import Path
 import pytest
 
 from evolver.errors import NoGpuError
-from evolver.gpu import query_gpu
+from evolver.gpu import GpuNotFoundError, absence_message, query_gpu
+from kernevo.cli import main
 
 
-def _kernevo(*args: str, tmp_path: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def _kernevo(
+    *args: str, tmp_path: Path, timeout: float = 120, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
     env["KERNEVO_DATABASE_URL"] = f"sqlite:///{tmp_path / 'lineage.db'}"
     env["KERNEVO_WORK_DIR"] = str(tmp_path / "runs")
     env["KERNEVO_API_URL"] = f"http://127.0.0.1:{_closed_port()}"
+    env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "kernevo.cli", *args],
         env=env,
@@ -55,13 +60,67 @@ def _has_gpu() -> bool:
     return True
 
 
+def _has_driver() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 @pytest.mark.skipif(_has_gpu(), reason="a CUDA GPU is present")
 def test_no_gpu_is_one_line(tmp_path: Path) -> None:
     line = _one_line_error(
         _kernevo("evolve", "--path", "trsm_small", "--dtype", "float64", tmp_path=tmp_path)
     )
     assert line.startswith("kernevo: no CUDA GPU found")
+    if not _has_driver():
+        assert line.startswith("kernevo: no CUDA GPU found: no NVIDIA driver (libcuda.so.1")
     assert not (tmp_path / "lineage.db").exists()  # nothing was created
+
+
+@pytest.mark.skipif(_has_driver(), reason="an NVIDIA driver is installed")
+def test_without_a_driver_the_probe_says_no_nvidia_driver() -> None:
+    for index in (0, 97):
+        with pytest.raises(GpuNotFoundError) as caught:
+            query_gpu(index)
+        assert caught.value.kind == "no_driver"
+        assert str(caught.value).startswith("no CUDA GPU found: no NVIDIA driver (")
+
+
+@pytest.mark.gpu
+def test_an_index_past_the_devices_is_out_of_range() -> None:
+    assert query_gpu(0).index == 0  # the GPU answers
+    with pytest.raises(GpuNotFoundError) as caught:
+        query_gpu(1023)
+    assert caught.value.kind == "index_out_of_range"
+    assert "no CUDA GPU found: device index 1023 out of range (" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "kind_text"),
+    [
+        ({"kind": "no_driver", "reason": "libcuda.so.1 cannot be loaded"}, ": no NVIDIA driver ("),
+        (
+            {"kind": "old_driver", "reason": "", "driver": 12020, "runtime": 13000},
+            ": the NVIDIA driver (CUDA 12.2) is older than the CUDA runtime (13.0)",
+        ),
+        ({"kind": "no_device", "reason": "cudaErrorNoDevice"}, ": no CUDA device ("),
+        (
+            {"kind": "index_out_of_range", "count": 2},
+            ": device index 5 out of range (2 devices: 0..1)",
+        ),
+        ({"kind": "query_failed", "reason": "boom"}, ": the device query failed (boom)"),
+    ],
+)
+def test_each_absence_of_a_gpu_has_its_own_message(
+    monkeypatch: pytest.MonkeyPatch, data: dict, kind_text: str
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    message = absence_message(5, data)
+    assert message.startswith(f"no CUDA GPU found{kind_text}")
+    if data["kind"] == "no_device":
+        assert message.endswith("CUDA_VISIBLE_DEVICES='')")
 
 
 def test_missing_device_index_is_one_line(tmp_path: Path) -> None:
@@ -365,3 +424,207 @@ def test_ctrl_c_stops_a_job_cleanly_and_exits_130(tmp_path: Path) -> None:
         assert (row.state, row.last_failure_kind) == ("failed", "interrupted")
         assert 1 <= row.iteration < 1000
     engine.dispose()
+
+
+# --- the environment: unknown, empty or unparsable KERNEVO_* variables (usage errors) ---------
+
+_SUBCOMMANDS = [
+    ("evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only"),
+    ("serve", "--port", "1"),
+    ("best", "--dtype", "float64", "--m", "8", "--n", "8", "--gpu", "nvidia-h200"),
+    ("jobs",),
+]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        (
+            "KERNEVO_GPUS",
+            "1",
+            "unknown environment variable KERNEVO_GPUS; did you mean KERNEVO_GPU?",
+        ),
+        (
+            "KERNEVO_REQUEST_TIMEOUT_S",
+            "abc",
+            "KERNEVO_REQUEST_TIMEOUT_S='abc': expected seconds, a number > 0 and <= 600 (input "
+            "should be a valid number, unable to parse string as a number)",
+        ),
+        (
+            "KERNEVO_GPU",
+            "-1",
+            "KERNEVO_GPU='-1': expected a CUDA device index 0..1023 (input should be greater "
+            "than or equal to 0)",
+        ),
+        ("KERNEVO_CACHE_DIR", "", "KERNEVO_CACHE_DIR is set but empty; unset it for the default"),
+        ("KERNEVO_API_TOKEN", " ", "KERNEVO_API_TOKEN is set but empty"),
+        ("KERNEVO_API_URL", "localhost:8000", "KERNEVO_API_URL='localhost:8000': not an http://"),
+        ("KERNEVO_GPU", "9" * 100_000, "KERNEVO_GPU='999999999999999999999999999999…(100000"),
+    ],
+)
+def test_environment_problems_are_one_line_usage_errors_in_every_subcommand(
+    tmp_path: Path, variable: str, value: str, line: str
+) -> None:
+    for args in _SUBCOMMANDS:
+        done = _kernevo(*args, tmp_path=tmp_path, env_extra={variable: value})
+        assert done.returncode == 2, (args, done.stderr)
+        assert _one_line_error(done).startswith(f"kernevo: {line}"), args
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no database, no work folder
+
+
+def test_the_variable_named_for_the_llm_key_is_not_unknown(tmp_path: Path) -> None:
+    done = _kernevo(
+        "evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only",
+        "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m",
+        "--llm-api-key-env", "KERNEVO_TEST_KEY", tmp_path=tmp_path,
+        env_extra={"KERNEVO_TEST_KEY": "secret"},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "unknown environment variable" not in _one_line_error(done)
+
+
+# --- absurd arguments (usage errors, in process: a 10^6-character argument exceeds exec's limit)
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert len(lines[0]) < 300, lines[0][:300]
+    return lines[0]
+
+
+_EVOLVE = ["evolve", "--path", "trsm_small", "--dtype", "float64"]
+_BEST = ["best", "--dtype", "float64", "--m", "8", "--n", "8"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "says"),
+    [
+        ([*_EVOLVE, "--gpu", "9" * 1_000_000], "--gpu", "must be 0..1023, not a 1000000-digit"),
+        ([*_EVOLVE, "--gpu", "-1"], "--gpu", "must be 0..1023, not -1"),
+        ([*_EVOLVE, "--path", "p" * 1_000_000], "--path", "of at most 256 characters"),
+        ([*_EVOLVE, "--path", ""], "--path", "not an empty string"),
+        ([*_EVOLVE, "--work-dir", ""], "--work-dir", "not an empty string"),
+        ([*_EVOLVE, "--config", "x" * 5000], "--config", "of at most 4096 characters"),
+        ([*_EVOLVE, "--database-url", " "], "--database-url", "not an empty string"),
+        ([*_EVOLVE, "--llm-base-url", "localhost:11434"], "--llm-base-url", "http:// or https://"),
+        ([*_EVOLVE, "--llm-api-key-env", "MY KEY"], "--llm-api-key-env", "variable name"),
+        ([*_EVOLVE, "--llm-model", "a\nb"], "--llm-model", "on one line"),
+        ([*_BEST, "--gpu", "x" * 1_000_000], "--gpu", "of at most 256 characters"),
+        ([*_BEST[:4], "0", "--n", "8"], "--m", "must be 1..2147483647, not 0"),
+        ([*_BEST[:4], "9" * 100_000, "--n", "8"], "--m", "not a 100000-digit number"),
+        ([*_BEST, "--m", "8.5"], "--m", "expected a matrix dimension, not '8.5'"),
+        ([*_BEST, "--api-url", "ftp://x"], "--api-url", "http:// or https://"),
+        ([*_BEST, "--api-url", "http://[::1"], "--api-url", "not a URL"),
+        (["jobs", "--api-url", "x" * 1_000_000], "--api-url", "of at most 4096 characters"),
+        (["jobs", "--limit", "9" * 1_000_000], "--limit", "not a 1000000-digit number"),
+        (["jobs", "--state", "s" * 1_000_000], "--state", "invalid choice: 'ssssss"),
+        (["serve", "--host", ""], "--host", "not an empty string (for every interface say"),
+        (["serve", "--host", "a" * 1_000_000], "--host", "expected an IP address or host name"),
+        (["serve", "--host", "local host"], "--host", "expected an IP address or host name"),
+        (["serve", "--host=-x.example"], "--host", "expected an IP address or host name"),
+    ],
+)
+def test_absurd_arguments_are_one_line_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], option: str, says: str
+) -> None:
+    line = _usage_error(capsys, argv)
+    assert line.startswith(f"kernevo {argv[0]}: error: argument {option}: "), line
+    assert says in line
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "my-host.example."])
+def test_real_hosts_pass_the_host_check(host: str) -> None:
+    from kernevo.cli import _host
+
+    assert _host(host) == host
+
+
+def test_an_unknown_subcommand_or_option_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "invalid choice" in _usage_error(capsys, ["evolv"])
+    assert "unrecognized arguments" in _usage_error(capsys, ["jobs", "--bogus"])
+    assert "the following arguments are required" in _usage_error(capsys, ["best"])
+
+
+# --- job files that do not decode or parse (errors of the input: exit 1) -----------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("path: trsm_small\ndtype: float64  # café\n".encode("latin-1"),
+         "not UTF-8 text (byte 0xe9 at offset 38); save the file as UTF-8"),
+        ("path: trsm_small\n".encode("utf-16"), "not UTF-8 text (byte 0xff at offset 0)"),
+        (b"path: trsm_small\x00\n", "invalid YAML: character U+0000 at offset 16"),
+        (b"path: trsm_small\ndtype: float64\nislands: 2\nislands: 4\n",
+         "invalid YAML at line 4, column 1: found the key 'islands' twice"),
+        (b"[" * 100_000, "invalid YAML: nested too deeply"),
+        (b"# " + b"x" * (1 << 20), "larger than 1048576 bytes; not a job config"),
+        (b"- path\n- dtype\n", "expected a mapping of keys to values"),
+        (b"path: trsm_small\ndtype: float64\n? [1, 2]\n: 3\n", "found unhashable key"),
+    ],
+)  # fmt: skip
+def test_a_job_file_that_does_not_decode_or_parse_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_bytes(content)
+    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"kernevo: {job}: ") and says in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_job_file_that_is_a_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evolve", "--config", str(tmp_path), "--work-dir", str(tmp_path / "r")]) == 1
+    assert capsys.readouterr().err == (
+        f"kernevo: {tmp_path}: cannot read job config: Is a directory\n"
+    )
+
+
+# --- python -m evaluator.bench -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--dtype", "float16"],
+            "argument --dtype: unknown dtype 'float16' for trsm_small; known:",
+        ),
+        (["--path", "trsm_tiny"], "argument --path: unknown path 'trsm_tiny'; known paths:"),
+        (["--source", "/no/such.cu"], "argument --source: cannot read /no/such.cu: No such file"),
+        (["--source", "BAD"], "is not UTF-8 text (byte 0xe9 at offset 3)"),
+        (["--source", "BIG"], "is larger than 1048576 bytes"),
+        (["--gpu", "-1"], "argument --gpu: expected a device index 0..1023, not '-1'"),
+        (["--gpu", "9" * 100_000], "(100000 characters)"),
+        (
+            ["--json", "/no/such/dir/out.json"],
+            "argument --json: folder /no/such/dir does not exist",
+        ),
+        (["--label", ""], "argument --label: expected a label on one line"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bench_arguments_are_one_line_usage_errors(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    (tmp_path / "BAD").write_bytes(b"caf\xe9")
+    (tmp_path / "BIG").write_bytes(b"//" + b"x" * (1 << 20))
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluator.bench", *args],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )  # fmt: skip
+    assert done.returncode == 2
+    line = _one_line_error(done)
+    assert line.startswith("python -m evaluator.bench: error: ") and says in line
+    assert len(line) < 300
+    assert done.stdout == ""  # nothing ran
