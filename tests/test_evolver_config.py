@@ -116,3 +116,39 @@ def test_openai_backend_uses_openevolves_client_with_the_key_from_the_named_vari
     model = _config(tmp_path, backend).llm.models[0]
     assert model.init_client is None
     assert (model.name, model.api_base, model.api_key) == ("m1", "http://127.0.0.1:9/v1", "sk-test")
+
+
+@pytest.mark.parametrize("timeout_s", [30, 300, 480, 540])
+def test_evaluator_timeout_not_above_the_evaluators_own_limits_is_refused(timeout_s: int) -> None:
+    from evolver.job_config import evaluator_hard_limit_s
+
+    limit = evaluator_hard_limit_s()
+    assert limit == 540  # 60 GPU query + 60 quick + 240 full + 120 ncu + 60 compile
+    message = _error({"path": "trsm_small", "dtype": "float64", "evaluator_timeout_s": timeout_s})
+    assert message.startswith(f"job config: evaluator_timeout_s: {timeout_s} s does not exceed ")
+    assert f"hard limit of {limit:.0f} s" in message
+
+
+def test_evaluator_timeout_limit_covers_every_timeout_of_the_pipeline() -> None:
+    from evolver.job_config import evaluator_hard_limit_s
+
+    assert evaluator_hard_limit_s() >= 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S
+    assert JobConfig(path="trsm_small", dtype="float64").evaluator_timeout_s > (
+        evaluator_hard_limit_s()
+    )
+    assert JobConfig(path="trsm_small", dtype="float64", evaluator_timeout_s=541)
+
+
+def test_evaluator_timeout_in_a_job_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_text("path: trsm_small\ndtype: float32\nevaluator_timeout_s: 120\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_config(file, {})
+    assert str(caught.value).startswith(f"{file}: evaluator_timeout_s: 120 s does not exceed")
+
+
+@pytest.mark.parametrize("keep", [0, 1])
+def test_fewer_than_two_kept_checkpoints_is_refused(keep: int) -> None:
+    message = _error({"path": "trsm_small", "dtype": "float64", "keep_checkpoints": keep})
+    assert message.startswith("job config: keep_checkpoints: ")
+    assert "greater than or equal to 2" in message
