@@ -628,3 +628,16 @@ def test_bench_arguments_are_one_line_usage_errors(
     assert line.startswith("python -m evaluator.bench: error: ") and says in line
     assert len(line) < 300
     assert done.stdout == ""  # nothing ran
+
+
+def test_an_error_answer_is_one_line_whatever_its_shape() -> None:
+    import httpx
+
+    from kernevo.cli import _error_detail
+
+    listed = {"detail": [{"loc": ["query", "m"], "msg": "too big"}, {"loc": [], "msg": "more"}]}
+    assert _error_detail(httpx.Response(422, json=listed)) == "query.m: too big; : more"
+    assert _error_detail(httpx.Response(404, json={"detail": "no champion"})) == "no champion"
+    assert _error_detail(httpx.Response(500, json=[1, 2])) == "[1, 2]"
+    huge = _error_detail(httpx.Response(502, text="<html> " + "x " * 1_000_000))
+    assert len(huge) <= 1001 and "\n" not in huge

@@ -1,0 +1,64 @@
+"""A 422 says where and what is wrong without echoing the request: FastAPI's default handler sent a
+20 MB body back in full."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+
+from api.validation import ECHO_LIMIT, MAX_ERRORS
+
+TWENTY_MB = 20 * 1024 * 1024
+
+
+def test_a_20_mb_field_is_not_echoed(api_client: TestClient, api_token: str) -> None:
+    auth = {"Authorization": f"Bearer {api_token}"}
+    response = api_client.patch("/v1/jobs/1", json={"state": "x" * TWENTY_MB}, headers=auth)
+    assert response.status_code == 422
+    assert len(response.content) < 1000
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", "state"]
+    assert error["type"] == "literal_error"
+    assert error["input"].endswith(f"…({TWENTY_MB} characters)")
+    assert len(error["input"]) < ECHO_LIMIT + 30
+
+
+def test_a_20_mb_body_that_is_not_json_is_not_echoed(
+    api_client: TestClient, api_token: str
+) -> None:
+    headers = {"Authorization": f"Bearer {api_token}", "Content-Type": "application/json"}
+    body = b'{"state": "' + b"x" * TWENTY_MB  # unterminated
+    response = api_client.patch("/v1/jobs/1", content=body, headers=headers)
+    assert response.status_code == 422
+    assert len(response.content) < 1000
+    assert response.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_a_long_key_and_many_errors_are_cut(api_client: TestClient, api_token: str) -> None:
+    auth = {"Authorization": f"Bearer {api_token}"}
+    body = {"k" * 100_000: 1, "state": "cancelled"}
+    response = api_client.patch("/v1/jobs/1", json=body, headers=auth)
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["type"] == "extra_forbidden"
+    assert error["loc"][1].endswith("…(100000 characters)")
+
+    many = {f"extra_{i}": [1] * 1000 for i in range(50)} | {"state": "cancelled"}
+    response = api_client.patch("/v1/jobs/1", json=many, headers=auth)
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert len(detail) == MAX_ERRORS + 1
+    assert detail[-1] == {"loc": [], "msg": "and 40 more errors", "type": "more"}
+    assert all("input" not in error for error in detail)  # lists are never echoed
+    assert len(json.dumps(detail)) < 3000
+
+
+def test_query_errors_keep_their_location_and_message(api_client: TestClient) -> None:
+    params = {"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": "9" * 5000, "n": "8"}
+    response = api_client.get("/v1/kernels/best", params=params)
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["query", "m"]
+    assert error["type"] == "int_parsing_size"
+    assert error["input"].endswith("…(5000 characters)")
