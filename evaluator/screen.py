@@ -11,9 +11,9 @@ builds it (checked against NVRTC 13 by ``tests/test_evaluator_screen_nvrtc.py``)
   a blank inside a line (``#`` CR ``include`` is an include) and backslash CR LF as a splice, so
   a text with CR has two readings; ASCII control characters other than tab, LF, FF and VT are
   refused anywhere (NUL cannot be stored in PostgreSQL text either);
-* backslash LF splices are joined first; a backslash left anywhere outside a literal (a
-  universal-character-name, a backslash before blanks and a newline, which NVRTC does not splice
-  but other compilers do) is refused;
+* backslash LF splices are joined first; a backslash left in code, outside comments and
+  literals (a universal-character-name, a backslash before blanks and a newline, which NVRTC
+  does not splice but other compilers do) is refused;
 * comments are blanks (a block comment spanning lines also counts as a line start, so a ``#``
   after it is judged as a directive under either reading); string and character literals must
   end on their line; preprocessing numbers keep C++14 digit separators (``0x1'0`` is one number,

@@ -1,13 +1,14 @@
-"""NVRTC compilation of every seed in every dtype, without a GPU, and the compile cache."""
+"""NVRTC compilation of every seed in every dtype, without a GPU (in the sandboxed compiler
+child), the compile cache and the capped compile log."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
-from evaluator.compile import compile_cubin, parse_resources
-from evaluator.screen import screen
+from evaluator.compile import MAX_LOG_CHARS, cap_log, compile_cubin, parse_resources
 from seeds.registry import PATHS, get_path
 from seeds.tunables import parse_tunables
 
@@ -64,18 +65,6 @@ def test_parse_resources_reads_ptxas_verbose_log():
             res.static_shared_bytes) == (40, 16, 8, 4, 1024)  # fmt: skip
 
 
-def test_screen_rejects_edits_outside_the_block_includes_and_broken_markers():
-    seed = get_path("trsm_small").seed_source()
-    assert screen(seed, seed) is None
-    inside = seed.replace("#define TRSM_WARPS 4", "#define TRSM_WARPS 8")
-    assert screen(inside, seed) is None
-    outside = seed.replace("#define KV_WARP 32", "#define KV_WARP 16")
-    assert screen(outside, seed).check == "edit_outside_evolve_block"
-    assert screen("#include <cuComplex.h>\n" + seed, seed).check == "include"
-    assert screen(seed.replace("// EVOLVE-BLOCK-END", ""), seed).check == "evolve_block_markers"
-    assert screen(seed + "//" + "x" * 70000, seed).check == "source_size"
-
-
 def test_seed_declares_tunables_inside_the_block():
     tunables = {t.name: t for t in parse_tunables(get_path("trsm_small").seed_source())}
     assert set(tunables) == {"TRSM_WARPS", "TRSM_COLS_PER_WARP", "TRSM_UNROLL", "TRSM_INV_DIAG"}
@@ -84,58 +73,44 @@ def test_seed_declares_tunables_inside_the_block():
         assert t.with_value(t.choices[-1]).split("//")[0].split()[-1] == t.choices[-1]
 
 
-FILE_READS = {
-    "macro_include": '#define H "/proc/self/environ"\n#include H',
-    "include_next": '#include_next "x.h"',
-    "line_splice": '#inc\\\nlude "x.h"',
-    "has_include": '#if __has_include("/etc/passwd")\n#endif',
-    "comment_in_directive": '#/**/include "x.h"',
-    "digraph": '%:include "x.h"',
-    "string_fakes_comment": 'const char* a = "/*";\n#include "/etc/passwd"\nconst char* b = "*/";',
-    "raw_string": 'const char* r = R"(/*)";',
-    "embed": '#embed "x"',
-    "quoted_builtin": '#include "cuda_fp16.h"',
-    "angle_builtin": "#include <cuda_fp16.h>",
-    "form_feed": '#\finclude "x.h"',
-    "vertical_tab": '#\vinclude "x.h"',
-    "digit_separator_fakes_literal": "int p = 1'0 + '/*';\n#include \"x.h\"\nint q = '*/';",
-    "token_paste_has_include": '#define P(a, b) a##b\n#if P(__has_, include)("x.h")\n#endif',
-    "digraph_paste": "#define P(a, b) a%:%:b",
-    "prefixed_raw_string": 'const char* r = u8R"(x)";',
-}
-
-
 def _inject(code: str) -> str:
     seed = get_path("trsm_small").seed_source()
     return seed.replace("// EVOLVE-BLOCK-START\n", "// EVOLVE-BLOCK-START\n" + code + "\n")
 
 
-@pytest.mark.parametrize("code", FILE_READS.values(), ids=FILE_READS.keys())
-def test_screen_blocks_every_way_of_reading_a_host_file(code):
-    """NVRTC resolves includes on the host: a missed one leaks files into the compile log."""
-    seed = get_path("trsm_small").seed_source()
-    failure = screen(_inject(code), seed)
-    assert failure is not None and failure.check == "include"
-
-
-def test_screen_passes_comments_literals_and_numbers_that_only_look_suspicious():
-    seed = get_path("trsm_small").seed_source()
-    harmless = (
-        '// #include "x.h"\n/* #include "y.h" */\n'
-        "const char* s = \"## __has_include /*\"; char c = '\\''; int z = 1'000'000;\n"
-        "double d = 0x1p+3 + 1.5e-3;"
-    )
-    assert screen(_inject(harmless), seed) is None
-
-
-def test_macro_include_of_environ_would_leak_without_the_screen(tmp_path):
-    """Why the screen exists: NVRTC itself happily includes /proc/self/environ (the process's
-    environment at start, API keys included) and echoes it in the log."""
+def test_macro_include_of_environ_reads_nothing_in_the_sandbox(tmp_path, monkeypatch):
+    """Behind the screen: NVRTC resolves includes on the host, and in the evaluator's own
+    process ``#include "/proc/self/environ"`` echoed the job's environment (API keys) into the
+    log. The compiler child has an empty environment and no file access at all."""
+    monkeypatch.setenv("KERNEVO_TEST_COMPILE_MARKER", "marker-7f3a")
     spec = get_path("trsm_small")
-    source = _inject('#define H "/proc/self/environ"\n#include H')
-    result = compile_cubin(source, spec.compile_options("float32", "sm_90"), "sm_90",
+    for target in ("/proc/self/environ", f"/proc/{os.getpid()}/environ", str(tmp_path)):
+        source = _inject(f'#define H "{target}"\n#include H')
+        result = compile_cubin(source, spec.compile_options("float32", "sm_90"), "sm_90",
+                               cache_dir=tmp_path)  # fmt: skip
+        assert not result.ok and "marker-7f3a" not in result.log and "PATH=" not in result.log
+        assert f'cannot open source file "{target}"' in result.log
+
+
+def test_long_log_keeps_head_and_tail_and_says_what_was_cut():
+    log = "".join(f"line {i}: error\n" for i in range(10_000)) + "\x00"
+    capped = cap_log(log)
+    assert len(capped) < MAX_LOG_CHARS + 100 and "\x00" not in capped
+    assert capped.startswith("line 0: error") and capped.endswith("line 9999: error\n")
+    cut = len(log) - 1 - MAX_LOG_CHARS
+    assert f"[... {cut} characters of the compile log cut ...]" in capped
+    assert cap_log("short\x00") == "short"
+
+
+def test_a_flood_of_errors_is_stored_capped(tmp_path):
+    """A candidate can make NVRTC write a long log: here 100 errors, each naming a 200-character
+    identifier and echoing its line."""
+    spec = get_path("trsm_small")
+    flood = "\n".join(f"__device__ int kv_e{i} = undefined_{i}_{'x' * 200};" for i in range(120))
+    result = compile_cubin(_inject(flood), spec.compile_options("float32", "sm_90"), "sm_90",
                            cache_dir=tmp_path)  # fmt: skip
-    assert "/proc/self/environ" in result.log and "PATH=" in result.log
+    assert not result.ok and "characters of the compile log cut" in result.log
+    assert len(result.log) <= MAX_LOG_CHARS + 100 and "undefined_0_" in result.log
 
 
 def test_compile_log_has_no_nul_bytes(tmp_path):
