@@ -125,7 +125,6 @@ OTHER_REFUSALS = {
     "digraph_paste": ("#define P(a, b) a%:%:b", "token_paste"),
     "ucn_directive_name": ('#\\u0069nclude "x.h"', "stray_backslash"),
     "ucn_in_identifier": ("int __has_\\u0069nclude;", "stray_backslash"),
-    "backslash_blank_newline": ("// x \\ \n#define A 1", "stray_backslash"),
     "backslash_blank_newline_in_code": ("#define A 1 \\ \n+ 2", "stray_backslash"),
     "line_directive": ('#line 1 "/etc/passwd"', "directive"),
     "gnu_linemarker": ('# 1 "/etc/passwd"', "directive"),
