@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seeds.spec import DTYPES, PathSpec, check_dtype
-from seeds.trsm_small.spec import TRSM_SMALL
+from .spec import DTYPES, PathSpec, check_dtype
+from .trsm_small.spec import TRSM_SMALL
 
 PATHS: dict[str, PathSpec] = {spec.path_id: spec for spec in (TRSM_SMALL,)}
 OPS: tuple[str, ...] = tuple(sorted({spec.op for spec in PATHS.values()}))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from seeds.driver import CompiledKernel, LaunchGeometry
-from seeds.spec import PathSpec, check_dtype
-from seeds.trsm_small.spec import TRSM_SMALL
+from ..driver import CompiledKernel, LaunchGeometry
+from ..spec import PathSpec, check_dtype
+from .spec import TRSM_SMALL
 
 
 class TrsmSmallDriver:

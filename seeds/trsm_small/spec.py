@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seeds.spec import DTYPES, PathSpec
+from ..spec import DTYPES, PathSpec
 
 TRSM_SMALL = PathSpec(
     path_id="trsm_small",
