@@ -662,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if not isinstance(error, _user_error_types()):
             raise
-        if os.environ.get("KERNEVO_DEBUG"):
+        if os.environ.get("KERNEVO_DEBUG") == "1":
             traceback.print_exc()
         print(f"kernevo: {_one_line(error)}", file=sys.stderr)
         return EXIT_ERROR

@@ -22,8 +22,6 @@ import functools
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,20 +75,17 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @functools.cache
 def _cuda_device_count() -> tuple[int, str]:
-    """CUDA devices visible, asked in a child process so this one never initializes CUDA
+    """Whether device 0 answers (1) or not (0, with the reason: no NVIDIA driver, no device …),
+    asked by ``evolver.gpu.query_gpu`` in a child process so this one never initializes CUDA
     (a process that touched CUDA must not fork GPU workers)."""
-    probe = "import cupy; print(cupy.cuda.runtime.getDeviceCount())"
+    from evolver.errors import NoGpuError
+    from evolver.gpu import query_gpu
+
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 0, f"CUDA probe failed: {exc}"
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        return 0, f"no CUDA device: {lines[-1] if lines else 'cupy probe failed'}"
-    count = int(done.stdout.strip() or 0)
-    return count, "" if count > 0 else "no CUDA device: getDeviceCount() == 0"
+        query_gpu(0)
+    except NoGpuError as exc:
+        return 0, str(exc)
+    return 1, ""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
