@@ -207,12 +207,7 @@ def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-@pytest.fixture
-def compile_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KERNEVO_COMPILE_CACHE", str(tmp_path / "cubin-cache"))
-
-
-def test_a_job_keeps_only_its_newest_checkpoints(tmp_path: Path, compile_cache: None) -> None:
+def test_a_job_keeps_only_its_newest_checkpoints(tmp_path: Path) -> None:
     settings = EvolverSettings(work_dir=tmp_path / "runs", llm_base_url=None)
     job = JobConfig(
         path="trsm_small",
@@ -230,9 +225,7 @@ def test_a_job_keeps_only_its_newest_checkpoints(tmp_path: Path, compile_cache: 
     assert _folder_bytes(work) < MAX_WORK_BYTES
 
 
-def test_a_resume_skips_a_tampered_checkpoint_and_marks_the_reruns(
-    tmp_path: Path, compile_cache: None
-) -> None:
+def test_a_resume_skips_a_tampered_checkpoint_and_marks_the_reruns(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'l.db'}"
     settings = EvolverSettings(work_dir=tmp_path / "runs", llm_base_url=None)
     job = JobConfig(
@@ -277,7 +270,7 @@ def test_a_resume_skips_a_tampered_checkpoint_and_marks_the_reruns(
 
 
 def test_resume_of_a_job_whose_folder_lost_every_checkpoint_starts_from_the_seed(
-    tmp_path: Path, compile_cache: None
+    tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'l.db'}"
     settings = EvolverSettings(work_dir=tmp_path / "runs", llm_base_url=None)
