@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kernevo.environment import http_url_problem
 from kernevo.keys import DEFAULT_KEY_DIR
 
 # The CLI's --gpu range: far above any machine's device count, small enough to be a number.
@@ -55,8 +56,9 @@ class EvolverSettings(BaseSettings):
     @field_validator("llm_base_url")
     @classmethod
     def _strip_slash(cls, value: str | None) -> str | None:
-        if value is not None and not value.lower().startswith(("http://", "https://")):
-            raise ValueError("not an http:// or https:// URL")
+        problem = http_url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value.rstrip("/") if value else None
 
     @field_validator("llm_api_key_env")

@@ -16,7 +16,6 @@ SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import multiprocessing
 import os
@@ -32,6 +31,8 @@ from kernevo.environment import (
     accept,
     check_environment,
     describe,
+    host_problem,
+    http_url_problem,
     read_settings,
     shorten,
 )
@@ -276,21 +277,11 @@ def _text(what: str, max_len: int = _NAME_MAX) -> Callable[[str], str]:
 
 
 def _url(text: str) -> str:
-    """An argparse type: an ``http://`` or ``https://`` URL with a host."""
-    from urllib.parse import urlsplit
-
-    text = _text("a URL", _LONG_MAX)(text)
-    try:
-        parts = urlsplit(text)
-    except ValueError as error:  # e.g. an unclosed IPv6 bracket
-        raise argparse.ArgumentTypeError(f"not a URL: {shorten(text)!r} ({error})") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, not {text!r}")
+    """An argparse type: an ``http://`` or ``https://`` URL with a valid host and port."""
+    problem = http_url_problem(_text("a URL", _LONG_MAX)(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
-
-
-# RFC 1123 host names: labels of 1..63 letters, digits and inner hyphens; 253 characters in all.
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 
 def _host(text: str) -> str:
@@ -301,16 +292,9 @@ def _host(text: str) -> str:
             "expected an address or host name, not an empty string "
             "(for every interface say 0.0.0.0 or ::)"
         )
-    try:
-        ipaddress.ip_address(text)
-        return text
-    except ValueError:
-        pass
-    name = text.removesuffix(".")
-    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
-        raise argparse.ArgumentTypeError(
-            f"expected an IP address or host name, not {shorten(text)!r}"
-        )
+    problem = host_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"expected an IP address or host name: {problem}")
     return text
 
 

@@ -17,6 +17,7 @@ application, logs each once as a warning on the ``"kernevo"`` logger.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -251,6 +252,47 @@ def echo(name: str, value: str) -> str:
     if entry is not None and entry.secret:
         return f"{name} (value hidden)"
     return f"{name}={shorten(value)!r}"
+
+
+# URLs and paths past Linux's PATH_MAX are a mistake, not a value.
+URL_MAX = 4096
+# RFC 1123 host names: labels of 1..63 letters, digits and inner hyphens; 253 characters in all.
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is neither an IP address nor an RFC 1123 host name, or ``None`` if it is."""
+    if not host:
+        return "empty host"
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    name = host.removesuffix(".")
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+        return f"not an IP address or host name: {shorten(host)!r}"
+    return None
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an ``http://`` or ``https://`` URL with a valid host and port that an
+    HTTP client can open, or ``None`` when it is (httpx raises ``InvalidURL``, not a transport
+    error, for the others)."""
+    from urllib.parse import urlsplit
+
+    if len(url) > URL_MAX:
+        return f"a URL of at most {URL_MAX} characters, not {len(url)}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parses the port: ValueError when it is not a number 0..65535)
+    except ValueError as error:
+        return f"not a URL: {shorten(url)!r} ({error})"
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return f"not an http:// or https:// URL: {shorten(url)!r}"
+    if any(char.isspace() for char in url):
+        return f"a URL without spaces, not {shorten(url)!r}"
+    return host_problem(parts.hostname)
 
 
 @dataclass(frozen=True)

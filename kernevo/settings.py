@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from kernevo.environment import settings_error, warn_once
+from kernevo.environment import http_url_problem, settings_error, warn_once
 from kernevo.keys import DEFAULT_KEY_DIR
 
 
@@ -64,8 +64,9 @@ class LoaderSettings(BaseSettings):
     @field_validator("api_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.lower().startswith(("http://", "https://")):
-            raise ValueError("not an http:// or https:// URL")
+        problem = http_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value.rstrip("/")
 
     @field_validator("cache_dir", "key_dir", "lock_file")
