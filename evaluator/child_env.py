@@ -13,6 +13,7 @@ evaluator reads its job settings before it starts a worker).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -47,6 +48,17 @@ def allowed_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
     }
 
 
+def _clear_c_environ() -> None:
+    """Empty the C library's ``environ`` too: a library may have put variables there with
+    ``setenv`` that ``os.environ`` never saw (pytest's terminal sets COLUMNS and LINES), and a
+    spawned child inherits ``environ``, not ``os.environ``. They are not put back afterwards."""
+    import ctypes
+
+    # Without clearenv (not glibc/musl), os.environ.clear() has still unset every known name.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).clearenv()
+
+
 @contextmanager
 def allow_listed_environ() -> Iterator[None]:
     """Inside the block ``os.environ`` holds only :func:`allowed_environment`; a process
@@ -55,6 +67,7 @@ def allow_listed_environ() -> Iterator[None]:
         saved = dict(os.environ)
         allowed = allowed_environment(saved)
         os.environ.clear()
+        _clear_c_environ()
         os.environ.update(allowed)
         try:
             yield

@@ -135,14 +135,18 @@ def _child_main() -> None:
         major, minor = nvrtc.getVersion()
         # Load every library a compile needs (NVRTC's builtin headers, ptxas) before the file
         # system is closed: one empty kernel with the options every request carries.
-        _compile_in_child(nvrtc, {**_WARM_UP, "address_space_bytes": address_space})
+        warm = _compile_in_child(nvrtc, {**_WARM_UP, "address_space_bytes": address_space})
     except Exception as exc:  # report why the child cannot compile, then stop
         _send(replies, {"error": f"{type(exc).__name__}: {exc}"})
+        return
+    if not warm.get("ok"):
+        _send(replies, {"error": f"the warm-up compile failed: {warm.get('log', '')[:500]}"})
         return
     global _STATUS_FD
     _STATUS_FD = os.open("/proc/self/status", os.O_RDONLY)
     landlock = forbid_file_access()
-    _send(replies, {"version": f"{major}.{minor}", "pid": os.getpid(), "landlock": landlock})
+    hello = {"version": f"{major}.{minor}", "landlock": landlock, "vm_peak": _vm_peak_bytes()}
+    _send(replies, hello)
     while True:
         try:
             request = _receive(requests)
@@ -272,6 +276,9 @@ class CompilerProcess:
         # Landlock ABI the running child closed its file system with (0: none, see
         # forbid_file_access).
         self.landlock_abi = 0
+        # The running child's peak address space once NVRTC is loaded and warmed up: the floor
+        # under any address-space limit.
+        self.ready_vm_peak_bytes = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._version = ""
@@ -318,6 +325,7 @@ class CompilerProcess:
             raise CompilerUnavailable(f"compiler process did not start: {why}")
         self._version = str(hello["version"])
         self.landlock_abi = int(hello.get("landlock", 0))
+        self.ready_vm_peak_bytes = int(hello.get("vm_peak", 0))
         return proc
 
     def _reply(self, timeout_s: float) -> dict[str, Any] | None:

@@ -1,0 +1,208 @@
+"""The sandboxed compiler child and the allow-listed GPU worker environment (no GPU needed).
+
+The macro bomb is the issue's: one statement repeated 4⁷ times through nested macros (unbounded,
+NVRTC ran for 8 minutes and took 6.7 GB). Tests use shorter limits than the production ones
+(30 s, 4 GiB) so they stay quick; the mechanism is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator import compile_sandbox
+from evaluator.child_env import ALLOWED_NAMES, allow_listed_environ, allowed_environment
+from evaluator.compile import compile_cubin
+from evaluator.compile_sandbox import CompilerProcess
+from evaluator.pipeline import Evaluator
+from evaluator.screen import screen
+from evaluator.worker import GpuWorker
+from seeds.registry import get_path
+
+SPEC = get_path("trsm_small")
+SEED = SPEC.seed_source()
+OPTIONS = [*SPEC.compile_options("float64", "sm_90"), "--ptxas-options=-v"]
+MARKER_NAME = "KERNEVO_TEST_MARKER_SANDBOX"
+MARKER_VALUE = "marker-value-91c2e5"
+
+
+def macro_bomb(depth: int = 7) -> str:
+    """The seed with one unrolled 64-step loop statement repeated 4**depth times."""
+    statement = "KV_UNROLL(64) for (int q = 0; q < 64; ++q) acc = acc * acc + (real_t)q;"
+    lines = [f"#define KV_B0 {{ {statement} }}"] + [
+        f"#define KV_B{i} KV_B{i - 1} KV_B{i - 1} KV_B{i - 1} KV_B{i - 1}"
+        for i in range(1, depth + 1)
+    ]
+    kernel = (
+        'extern "C" __global__ void kv_bomb(real_t* out) '
+        f"{{ real_t acc = out[0]; KV_B{depth} out[1] = acc; }}"
+    )
+    block = "\n".join([*lines, kernel]) + "\n"
+    return SEED.replace("// EVOLVE-BLOCK-START\n", "// EVOLVE-BLOCK-START\n" + block)
+
+
+@pytest.fixture
+def compiler() -> CompilerProcess:
+    proc = CompilerProcess(wall_limit_s=5.0)
+    yield proc
+    proc.stop()
+
+
+def _environ_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def _wait_for_exec(pid: int) -> None:
+    """Until the spawned child has exec'd: before that, /proc/<pid>/environ still shows the
+    parent's own initial environment."""
+    deadline = time.monotonic() + 30
+    while b"spawn_main" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the spawned worker never exec'd"
+        time.sleep(0.01)
+
+
+def test_the_macro_bomb_passes_the_screen_and_is_small():
+    assert screen(macro_bomb(), SEED) is None
+    assert len(macro_bomb()) - len(SEED) < 1024
+
+
+def test_macro_bomb_hits_the_wall_clock_limit_and_the_seed_compiles_next(compiler):
+    t0 = time.perf_counter()
+    bomb = compiler.compile(macro_bomb(), "candidate.cu", OPTIONS)
+    assert (bomb.ok, bomb.limit) == (False, "time")
+    assert "5 s wall-clock limit" in bomb.log and time.perf_counter() - t0 < 5.0 + 3.0
+    seed = compiler.compile(SEED, "candidate.cu", OPTIONS)
+    assert seed.ok and seed.cubin[:4] == b"\x7fELF" and compiler.restarts == 1
+
+
+def test_address_space_limit_stops_nvrtc_and_the_seed_compiles_next():
+    probe = CompilerProcess()
+    floor = (probe.version(), probe.ready_vm_peak_bytes)[1]
+    probe.stop()
+    # 64 MiB above what a warmed-up child holds: enough for the seed, not for 4**4 loops.
+    tight = CompilerProcess(wall_limit_s=60.0, address_space_bytes=floor + 64 * 2**20)
+    try:
+        assert tight.compile(SEED, "candidate.cu", OPTIONS).ok
+        bomb = tight.compile(macro_bomb(4), "candidate.cu", OPTIONS)
+        assert (bomb.ok, bomb.limit) == (False, "memory"), bomb.log
+        assert tight.compile(SEED, "candidate.cu", OPTIONS).ok and tight.restarts == 1
+    finally:
+        tight.stop()
+
+
+def test_a_compiler_killed_from_outside_is_a_crash_and_is_replaced(compiler):
+    compiler.version()
+    pid = compiler.pid
+    assert pid is not None
+    threading.Timer(0.5, os.kill, (pid, signal.SIGTERM)).start()
+    killed = compiler.compile(macro_bomb(), "candidate.cu", OPTIONS)
+    assert (killed.ok, killed.limit) == (False, "crash") and "SIGTERM" in killed.log
+    assert compiler.compile(SEED, "candidate.cu", OPTIONS).ok and compiler.pid != pid
+
+
+def test_pipeline_reports_the_overrun_as_its_own_compile_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNEVO_COMPILE_CACHE", str(tmp_path))
+    short = CompilerProcess(wall_limit_s=5.0)
+    monkeypatch.setattr(compile_sandbox, "_SHARED", short)
+    evaluator = Evaluator("trsm_small", "float64", None)
+    try:
+        report = evaluator.evaluate(macro_bomb())
+        assert report.status == "compile_error" and report.failure is not None
+        assert report.failure.check == "compile_time_limit"
+        assert report.failure.bound == 5.0 and report.failure.value >= 5.0
+        assert report.compile is not None and report.compile.log.startswith("NVRTC ran past")
+        assert evaluator.evaluate(SEED).status == "compiled"
+    finally:
+        evaluator.close()
+        short.stop()
+
+
+def test_compiler_child_starts_with_an_empty_environment(monkeypatch, compiler):
+    monkeypatch.setenv(MARKER_NAME, MARKER_VALUE)
+    compiler.version()
+    assert compiler.pid is not None and _environ_of(compiler.pid) == b""
+
+
+def test_compiler_child_opens_no_file(compiler, tmp_path):
+    """Landlock: even an include the screen would refuse finds nothing to open."""
+    compiler.version()
+    if compiler.landlock_abi == 0:
+        pytest.skip("this kernel has no Landlock; the child runs with env={} and limits only")
+    header = tmp_path / "visible.h"
+    header.write_text("#error HEADER_WAS_READ\n")
+    source = SEED.replace(
+        "// EVOLVE-BLOCK-START\n", f'// EVOLVE-BLOCK-START\n#include "{header}"\n'
+    )
+    done = compiler.compile(source, "candidate.cu", OPTIONS)
+    assert not done.ok and "HEADER_WAS_READ" not in done.log
+    assert "cannot open source file" in done.log
+
+
+def test_per_compile_overhead_of_the_long_lived_child(compiler, tmp_path):
+    """The round trip beyond NVRTC's own time (a fresh Python per compile would cost ~0.3 s)."""
+    compiler.version()
+    overheads = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        done = compiler.compile(SEED, "candidate.cu", OPTIONS)
+        overheads.append(time.perf_counter() - t0 - done.seconds)
+    assert statistics.median(overheads) < 0.05, overheads
+
+
+def test_compile_cubin_uses_the_cache_without_asking_nvrtc_again(tmp_path, compiler):
+    opts = SPEC.compile_options("float32", "sm_90")
+    first = compile_cubin(SEED, opts, "sm_90", cache_dir=tmp_path, compiler=compiler)
+    compiler.stop()
+    again = compile_cubin(SEED, opts, "sm_90", cache_dir=tmp_path, compiler=compiler)
+    assert again.cached and again.cubin == first.cubin
+
+
+# -- the GPU worker child's environment --------------------------------------------------------
+
+
+def test_gpu_worker_child_starts_with_the_allow_list_only(monkeypatch):
+    monkeypatch.setenv(MARKER_NAME, MARKER_VALUE)
+    monkeypatch.setenv("OPENAI_API_KEY", MARKER_VALUE)
+    monkeypatch.setenv("PATH", os.environ.get("PATH", "/usr/bin"))
+    worker = GpuWorker(0)
+    try:
+        worker._start()  # starting needs no GPU; the child waits for its first task
+        pid = worker._proc.pid
+        _wait_for_exec(pid)
+        environ = _environ_of(pid)
+        assert MARKER_VALUE.encode() not in environ and MARKER_NAME.encode() not in environ
+        names = {e.split(b"=", 1)[0].decode() for e in environ.split(b"\0") if e}
+        assert names <= ALLOWED_NAMES and "PATH" in names
+    finally:
+        worker.stop()
+    assert os.environ[MARKER_NAME] == MARKER_VALUE  # the parent's environment is back
+
+
+def test_allow_list_drops_credentials_even_under_an_allowed_name():
+    env = {
+        "PATH": "/usr/bin",
+        "OPENAI_API_KEY": "k",
+        "KERNEVO_API_TOKEN": "t",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HOME": "/root",
+        "AWS_SECRET_ACCESS_KEY": "s",
+    }
+    assert allowed_environment(env) == {
+        "PATH": "/usr/bin",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HOME": "/root",
+    }
+
+
+def test_environment_swap_is_restored_after_an_error(monkeypatch):
+    monkeypatch.setenv(MARKER_NAME, MARKER_VALUE)
+    with pytest.raises(RuntimeError), allow_listed_environ():
+        assert MARKER_NAME not in os.environ
+        raise RuntimeError("spawn failed")
+    assert os.environ[MARKER_NAME] == MARKER_VALUE
