@@ -8,6 +8,7 @@ built from a validated :class:`JobConfig` in code (``evolver.openevolve_config``
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,24 @@ class LLMSection(BaseModel):
     max_tokens: int = Field(default=8192, ge=256)
     timeout_s: int = Field(default=180, ge=5, description="per LLM request")
     retries: int = Field(default=2, ge=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # The HTTP client raises InvalidURL (not a connection error) for a bad host or port.
+        from kernevo.environment import http_url_problem
+
+        problem = http_url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("not an environment variable name (letters, digits and _)")
+        return value
 
 
 class JobConfig(BaseModel):

@@ -567,6 +567,10 @@ def test_an_unknown_subcommand_or_option_is_one_line(capsys: pytest.CaptureFixtu
         (b"# " + b"x" * (1 << 20), "larger than 1048576 bytes; not a job config"),
         (b"- path\n- dtype\n", "expected a mapping of keys to values"),
         (b"path: trsm_small\ndtype: float64\n? [1, 2]\n: 3\n", "found unhashable key"),
+        (b"path: trsm_small\ndtype: float64\nllm: {base_url: 'http://[::1', model: m}\n",
+         "llm.base_url: not a URL: 'http://[::1' (Invalid IPv6 URL)"),
+        (b"path: trsm_small\ndtype: float64\nllm: {api_key_env: A B}\n",
+         "llm.api_key_env: not an environment variable name"),
     ],
 )  # fmt: skip
 def test_a_job_file_that_does_not_decode_or_parse_is_one_line(
