@@ -49,6 +49,10 @@ def _sanitize(evaluator: Evaluator, cubin: bytes) -> CheckFailure | None:
 def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> EvaluationReport:
     """Full evaluation plus the champion-only checks; ``status == "ok"`` means fully verified.
 
+    ``source`` is the stored program text, verified as it is: it is canonical because the
+    evaluator refused it otherwise (``non_canonical_text``), and normalizing it here would
+    verify bytes other than the ones stored and served.
+
     Raises:
         UnknownPathError, UnknownDtypeError: bad ``path_id`` or ``dtype``.
     """

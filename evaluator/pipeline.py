@@ -52,6 +52,7 @@ def compile_info(result: CompileResult, kernel_name: str) -> CompileInfo:
         spill_bytes=(res.spill_store_bytes + res.spill_load_bytes) if res else 0,
         stack_bytes=res.stack_bytes if res else 0,
         static_shared_bytes=res.static_shared_bytes if res else 0,
+        limit=result.limit,
     )
 
 

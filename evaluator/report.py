@@ -71,6 +71,8 @@ class CompileInfo:
     spill_bytes: int = 0
     stack_bytes: int = 0
     static_shared_bytes: int = 0
+    # The sandbox limit that stopped NVRTC: "time", "memory", "crash", or "" (it finished).
+    limit: str = ""
 
 
 @dataclass(frozen=True)
