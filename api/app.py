@@ -21,7 +21,7 @@ from db.settings import DatabaseSettings
 
 def _version() -> str:
     try:
-        return version("kernevo")
+        return version("kernevo-service")
     except PackageNotFoundError:
         return "0+unknown"
 

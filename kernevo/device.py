@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
+from kernevo.paths import hardware
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,6 @@ def current_gpu() -> GpuInfo:
     return GpuInfo(
         index=index,
         name=name,
-        key=normalize_gpu_name(name),
-        arch=arch_for_compute_capability(int(props["major"]), int(props["minor"])),
+        key=hardware.normalize_gpu_name(name),
+        arch=hardware.arch_for_compute_capability(int(props["major"]), int(props["minor"])),
     )

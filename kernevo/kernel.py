@@ -11,13 +11,12 @@ driver in ``seeds``.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from kernevo.client import ChampionKernel
-from seeds import registry
+from kernevo.paths import module, registry
 
 
 class KernelDriver(Protocol):
@@ -39,9 +38,9 @@ CompileFn = Callable[[str, list[str], str], bytes]
 # An architecture option: the loader replaces it with its own device's (retarget_options).
 _ARCH_OPTION = re.compile(r"^(?:-arch=|--gpu-architecture=)sm_[0-9]{2,3}[af]?$")
 
-# path id → (module, class) of its driver; imported only when a kernel is first launched.
+# path id → (module in the path package, class) of its driver; imported at the first launch.
 _DRIVERS: dict[str, tuple[str, str]] = {
-    "trsm_small": ("seeds.trsm_small.driver", "TrsmSmallDriver"),
+    "trsm_small": ("trsm_small.driver", "TrsmSmallDriver"),
 }
 
 
@@ -56,7 +55,7 @@ def path_driver(path_id: str, cubin: bytes, dtype: str) -> KernelDriver:
         module_name, class_name = _DRIVERS[path_id]
     except KeyError:
         raise LookupError(f"no driver for path {path_id!r}") from None
-    driver_class = getattr(importlib.import_module(module_name), class_name)
+    driver_class = getattr(module(module_name), class_name)
     return driver_class(cubin, dtype)
 
 
@@ -98,10 +97,19 @@ def compile_for_arch(source: str, options: list[str], arch: str) -> bytes:
     """Compile ``source`` to a cubin for ``arch`` with NVRTC (the default compile function).
 
     Raises:
-        RuntimeError: NVRTC produced no cubin (the message carries the start of the log).
+        RuntimeError: NVRTC produced no cubin (the message carries the start of the log), or
+            this is the light loader install, which has no compiler.
     """
-    from evaluator.compile import compile_cubin
-
+    try:
+        from evaluator.compile import compile_cubin
+    except ModuleNotFoundError as error:
+        if error.name != "evaluator":
+            raise
+        # The light `kernevo` wheel has no compiler: only kernevo-service ships the sandboxed one.
+        raise RuntimeError(
+            f"recompiling for {arch} needs the kernevo-service distribution (its sandboxed "
+            "NVRTC); this install holds the loader alone"
+        ) from None
     result = compile_cubin(source, options, arch)
     if not result.ok or not result.cubin:
         raise RuntimeError(f"recompiling for {arch} failed: {result.log[:500]}")

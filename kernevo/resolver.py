@@ -28,8 +28,8 @@ from kernevo.cache import ChampionCache
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
+from kernevo.paths import registry
 from kernevo.trust import Refusal, TrustPolicy
-from seeds import registry
 
 log = logging.getLogger("kernevo")
 

@@ -21,11 +21,11 @@ from kernevo.kernel import (
     compile_for_arch,
     path_driver,
 )
+from kernevo.paths import registry
+from kernevo.paths import spec as path_spec
 from kernevo.resolver import Decision, Resolver
 from kernevo.settings import LoaderSettings
 from kernevo.trust import policy_from_settings
-from seeds import registry
-from seeds.spec import check_dtype
 
 log = logging.getLogger("kernevo")
 
@@ -159,7 +159,7 @@ def check_problem(op: str, dtype: str) -> None:
         known = ", ".join(sorted(set(registry.OPS) & set(_SOLVERS)))
         raise registry.UnknownOpError(f"unknown op {op!r}; known ops: {known}")
     served = sorted({d for spec in registry.PATHS.values() if spec.op == op for d in spec.dtypes})
-    check_dtype(dtype, tuple(served))
+    path_spec.check_dtype(dtype, tuple(served))
 
 
 def load(

@@ -1,0 +1,108 @@
+"""Loading a compiled candidate and launching it with the geometry it asks for.
+
+The launch-geometry mechanism (docs/CONTRACTS.md): every seed defines, inside its EVOLVE-BLOCK,
+``kernevo_launch_config(int m, int n, int* cfg)``, which writes grid xyz, block xyz and dynamic
+shared-memory bytes to ``cfg[0..6]``. The driver runs it once per shape, checks the numbers
+against the device's limits and opts the kernel into large dynamic shared memory when asked.
+Needs a CUDA driver (CuPy); nothing here compiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# CUDA's default per-block dynamic shared memory before cudaFuncSetAttribute raises it.
+_DEFAULT_DYNAMIC_SHARED = 48 * 1024
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+class GeometryError(ValueError):
+    """The candidate asked for a launch the device cannot run."""
+
+
+@dataclass(frozen=True)
+class LaunchGeometry:
+    """Grid and block dimensions and dynamic shared memory (bytes) for one launch."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+class CompiledKernel:
+    """A cubin loaded on the current device: the solve entry and its launch-config kernel.
+
+    Raises:
+        cupy.cuda.driver.CUDADriverError: the cubin does not load or lacks an entry.
+    """
+
+    def __init__(self, cubin: bytes, kernel_name: str, config_kernel_name: str) -> None:
+        import cupy
+        from cupy.cuda import function
+
+        self._cupy = cupy
+        self.module = function.Module()
+        self.module.load(cubin)
+        self.kernel = self.module.get_function(kernel_name)
+        self.config_kernel = self.module.get_function(config_kernel_name)
+        self._geometry: dict[tuple[int, int], LaunchGeometry] = {}
+        self._opted_in = _DEFAULT_DYNAMIC_SHARED
+
+    def geometry(self, m: int, n: int) -> LaunchGeometry:
+        """The launch for problem (m, n), asked of the candidate once and cached.
+
+        Raises:
+            GeometryError: zero or too many threads, an empty or oversized grid, or more shared
+                memory than the device grants a block.
+        """
+        if (m, n) in self._geometry:
+            return self._geometry[(m, n)]
+        cupy = self._cupy
+        cfg = cupy.full(7, -1, dtype=cupy.int32)
+        self.config_kernel((1,), (1,), (cupy.int32(m), cupy.int32(n), cfg))
+        values = [int(v) for v in cfg.get()]
+        geometry = LaunchGeometry(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
+        self._validate(geometry)
+        self._geometry[(m, n)] = geometry
+        return geometry
+
+    def _validate(self, g: LaunchGeometry) -> None:
+        from cupy.cuda import driver
+
+        device = self._cupy.cuda.Device()
+        max_threads = driver.funcGetAttribute(
+            driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.kernel.ptr
+        )
+        static_shared = driver.funcGetAttribute(
+            driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.kernel.ptr
+        )
+        optin = device.attributes["MaxSharedMemoryPerBlockOptin"]
+        if any(d < 1 for d in (*g.grid, *g.block)):
+            raise GeometryError(f"launch config has a dimension < 1: grid {g.grid} block {g.block}")
+        if g.threads > max_threads:
+            raise GeometryError(f"{g.threads} threads per block > kernel limit {max_threads}")
+        if any(d > lim for d, lim in zip(g.grid, _MAX_GRID, strict=True)):
+            raise GeometryError(f"grid {g.grid} exceeds the device limit {_MAX_GRID}")
+        if g.shared_bytes < 0 or g.shared_bytes + static_shared > optin:
+            raise GeometryError(
+                f"{g.shared_bytes} B dynamic + {static_shared} B static shared memory > "
+                f"{optin} B per block"
+            )
+        if g.shared_bytes > self._opted_in:
+            driver.funcSetAttribute(
+                self.kernel.ptr,
+                driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                g.shared_bytes,
+            )
+            self._opted_in = g.shared_bytes
+
+    def launch(self, geometry: LaunchGeometry, args: tuple[Any, ...], stream: Any = None) -> None:
+        """Launch the solve entry with ``args`` on ``stream`` (CuPy stream; current if None)."""
+        self.kernel(
+            geometry.grid, geometry.block, args, shared_mem=geometry.shared_bytes, stream=stream
+        )

@@ -1,0 +1,63 @@
+"""Launching a compiled `trsm_small` kernel on CuPy arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..driver import CompiledKernel, LaunchGeometry
+from ..spec import PathSpec, check_dtype
+from .spec import TRSM_SMALL
+
+
+class TrsmSmallDriver:
+    """Solve A·X = B in place with a compiled `trsm_small` cubin.
+
+    Args:
+        cubin: the compiled module (from ``evaluator.compile.compile_cubin`` or the service).
+        dtype: ``float32``, ``float64``, ``complex64`` or ``complex128``; the cubin must have
+            been compiled for it.
+
+    Raises:
+        UnknownDtypeError: unsupported ``dtype``.
+        cupy.cuda.driver.CUDADriverError: the cubin does not load on this device.
+    """
+
+    def __init__(self, cubin: bytes, dtype: str, spec: PathSpec = TRSM_SMALL) -> None:
+        self.dtype = check_dtype(dtype, spec.dtypes)
+        self.spec = spec
+        self.compiled = CompiledKernel(cubin, spec.kernel_name, spec.config_kernel_name)
+
+    def geometry(self, m: int, n: int) -> LaunchGeometry:
+        """The candidate's launch geometry for (m, n)."""
+        return self.compiled.geometry(m, n)
+
+    def solve_raw(
+        self, a_ptr: int, b_ptr: int, m: int, n: int, lda: int, ldb: int, stream: Any = None
+    ) -> None:
+        """Launch on raw device pointers (column-major A m×m at ``a_ptr``, B m×n at ``b_ptr``)."""
+        import numpy as np
+
+        geometry = self.compiled.geometry(m, n)
+        args = (
+            np.uint64(a_ptr), np.uint64(b_ptr),
+            np.int32(m), np.int32(n), np.int32(lda), np.int32(ldb),
+        )  # fmt: skip
+        self.compiled.launch(geometry, args, stream)
+
+    def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
+        """Overwrite ``b`` (m×n, Fortran order) with X = A⁻¹·B; ``a`` is m×m lower, Fortran order.
+
+        Returns ``b``. Raises ``ValueError`` for shapes outside the path's envelope, a dtype other
+        than the driver's, or arrays that are not Fortran-contiguous.
+        """
+        m, n = b.shape
+        if a.shape != (m, m) or not self.spec.serves(m, n):
+            raise ValueError(
+                f"trsm_small serves A m×m, B m×n with m, n ≤ 64; got {a.shape}, {b.shape}"
+            )
+        if a.dtype != self.dtype or b.dtype != self.dtype:
+            raise ValueError(f"arrays must be {self.dtype}; got {a.dtype}, {b.dtype}")
+        if not (a.flags.f_contiguous and b.flags.f_contiguous):
+            raise ValueError("A and B must be column-major (Fortran-contiguous)")
+        self.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m, stream)
+        return b

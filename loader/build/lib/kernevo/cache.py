@@ -1,0 +1,158 @@
+"""The loader's disk cache of champion kernels, so the loader works without the service.
+
+Layout under the cache root, one folder per (GPU key, path, dtype)::
+
+    <root>/<gpu>/<path>/<dtype>/<shape_bucket>.json   metadata + the sha256 of that metadata
+    <root>/<gpu>/<path>/<dtype>/<cubin_sha256>.cubin  the verified cubin, named by its hash
+
+Both files are written to a temporary file in the same folder and then ``os.replace``d into
+place, so a reader sees the old file or the new one, never half of one (CuPy's compiler cache
+does the same). Every read re-checks both hashes: a torn, truncated or edited file is a miss
+with a reason, never a crash and never a kernel that was not verified. These hashes only catch
+corruption (anyone who can edit the entry can re-hash it): the resolver checks the champion's
+signature again on every read (``kernevo.trust``), so an entry changed after it was written is
+refused even when its hashes agree. Only champions that passed those checks are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kernevo.client import ChampionKernel, ChampionKey, Sha256MismatchError
+
+FORMAT = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class CacheLookup:
+    """A cache read: the champion on a hit, ``None`` on a miss; ``detail`` says which and why."""
+
+    champion: ChampionKernel | None
+    detail: str
+
+
+def payload_sha256(payload: dict[str, Any]) -> str:
+    """sha256 (hex) of the canonical JSON of ``payload`` (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ChampionCache:
+    """Content-addressed champion store rooted at ``root`` (created on first write)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).expanduser()
+
+    def folder(self, key: ChampionKey) -> Path:
+        """The folder holding ``key``'s entries: ``<root>/<gpu>/<path>/<dtype>``.
+
+        Raises:
+            ValueError: a key part is not a plain name (letters, digits, ``._-``).
+        """
+        for part in (key.gpu, key.path, key.dtype, key.shape_bucket):
+            if not _NAME.match(part):
+                raise ValueError(f"cache key part {part!r} is not a plain name")
+        return self.root / key.gpu / key.path / key.dtype
+
+    def entry_file(self, key: ChampionKey) -> Path:
+        """The metadata file of ``key``: ``<folder>/<shape_bucket>.json``."""
+        return self.folder(key) / f"{key.shape_bucket}.json"
+
+    def load(self, key: ChampionKey) -> CacheLookup:
+        """The cached champion for ``key``, checked end to end, or a miss with its reason.
+
+        A hit needs: the entry parses, its payload hashes to the recorded ``payload_sha256``,
+        the payload is a champion for ``key``, and ``<cubin_sha256>.cubin`` hashes to
+        ``cubin_sha256`` (and the source to ``source_sha256``).
+
+        Raises:
+            ValueError: a key part is not a plain name (a bug in the caller).
+        """
+        entry = self.entry_file(key)
+        try:
+            raw = entry.read_bytes()
+        except FileNotFoundError:
+            return CacheLookup(None, "disk cache: no entry")
+        except OSError as error:
+            return CacheLookup(None, f"disk cache: unreadable entry ({error})")
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return CacheLookup(None, "disk cache: torn or corrupt entry (not JSON)")
+        if not (
+            isinstance(record, dict)
+            and record.get("format") == FORMAT
+            and isinstance(record.get("payload"), dict)
+            and isinstance(record.get("payload_sha256"), str)
+        ):
+            return CacheLookup(None, "disk cache: corrupt entry (unexpected structure)")
+        payload: dict[str, Any] = record["payload"]
+        if payload_sha256(payload) != record["payload_sha256"]:
+            return CacheLookup(None, "disk cache: payload sha256 mismatch (torn or tampered)")
+        cubin_sha = payload.get("cubin_sha256")
+        if not isinstance(cubin_sha, str) or not _SHA256.match(cubin_sha):
+            return CacheLookup(None, "disk cache: corrupt entry (no cubin_sha256)")
+        try:
+            cubin = (entry.parent / f"{cubin_sha}.cubin").read_bytes()
+        except OSError as error:
+            return CacheLookup(None, f"disk cache: cubin missing or unreadable ({error})")
+        try:
+            champion = ChampionKernel.from_payload(payload, cubin)
+        except Sha256MismatchError as error:
+            return CacheLookup(None, f"disk cache: {error} (torn or tampered)")
+        except ValidationError as error:
+            return CacheLookup(None, f"disk cache: corrupt entry ({error.error_count()} errors)")
+        got = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
+        if got != key:
+            return CacheLookup(None, "disk cache: entry belongs to another key")
+        return CacheLookup(champion, f"champion program {champion.program_id} from disk cache")
+
+    def store(self, champion: ChampionKernel) -> Path:
+        """Write ``champion`` (cubin first, then metadata) atomically; returns the entry file.
+
+        Raises:
+            OSError: the cache folder cannot be created or written.
+            ValueError: a key part of the champion is not a plain name.
+        """
+        key = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
+        folder = self.folder(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        cubin_file = folder / f"{champion.cubin_sha256}.cubin"
+        if not _holds(cubin_file, champion.cubin_sha256):
+            _atomic_write(cubin_file, champion.cubin)
+        payload = champion.to_payload()
+        record = {"format": FORMAT, "payload_sha256": payload_sha256(payload), "payload": payload}
+        entry = self.entry_file(key)
+        _atomic_write(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+        return entry
+
+
+def _holds(path: Path, sha256: str) -> bool:
+    """Whether ``path`` exists and its bytes hash to ``sha256``."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+    except OSError:
+        return False
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then ``os.replace`` it into place."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

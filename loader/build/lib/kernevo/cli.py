@@ -1,0 +1,656 @@
+"""The ``kernevo`` console script: the composition root.
+
+``kernevo evolve`` runs or resumes an evolution job, ``kernevo serve`` the REST service,
+``kernevo best`` asks the service for the champion serving a problem, ``kernevo jobs`` lists
+jobs and their progress. Each subcommand imports what it needs inside itself, so ``import
+kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
+
+Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
+endpoint or service, wrong database URL, a work folder that cannot be written, a port in use)
+print one line on stderr and exit 1; usage errors exit 2: a bad argument, or a ``KERNEVO_*``
+variable that is unknown, empty or does not parse (checked against ``kernevo.environment``
+before anything runs); a job stopped by Ctrl-C exits 130 (128 + the signal number for
+SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from kernevo.environment import (
+    SettingsError,
+    accept,
+    check_environment,
+    describe,
+    host_problem,
+    http_url_problem,
+    read_settings,
+    shorten,
+)
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
+if multiprocessing.current_process().name != "MainProcess":
+    # A process-pool worker of ``kernevo evolve``: a spawned worker imports the main module (this
+    # one) after taking its own process name. Ctrl-C reaches the whole process group; the job's
+    # process stops the run and terminates its workers, so a worker ignores SIGINT rather than
+    # die mid-evaluation with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class CliError(Exception):
+    """A one-line error of a subcommand (bad input, service unreachable)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (argparse prints the whole usage by default)."""
+
+    def error(self, message: str) -> NoReturn:
+        message = _short_tokens(" ".join(message.split()))
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# A run of more non-blank characters than a long file path in a message is echoed input (a
+# megabyte --gpu, a pasted file): cut, so that the one-line error stays readable.
+_LONG_TOKEN = re.compile(r"\S{301,}")
+
+
+def _short_tokens(text: str) -> str:
+    return _LONG_TOKEN.sub(lambda match: shorten(match.group(0)), text)
+
+
+# A one-line error longer than this is cut: it holds echoed input (a service's whole answer).
+_LINE_MAX = 1000
+
+
+def _one_line(error: BaseException) -> str:
+    text = _short_tokens(" ".join(str(error).split()))
+    if len(text) > _LINE_MAX:
+        text = f"{text[:_LINE_MAX]}…"
+    return text or type(error).__name__
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "fix your input or infrastructure", not "kernevo has a bug"."""
+    from evolver.errors import EvolverError
+    from seeds.registry import UnknownOpError, UnknownPathError
+    from seeds.spec import UnknownDtypeError
+
+    found: list[type[BaseException]] = [
+        CliError,
+        OSError,  # infrastructure: a folder that cannot be written, a port in use
+        EvolverError,
+        UnknownPathError,
+        UnknownOpError,
+        UnknownDtypeError,
+    ]
+    if "db.errors" in sys.modules:  # a locked or damaged database is one line too
+        errors = sys.modules["db.errors"]
+        found += [errors.RepositoryError, errors.DatabaseUnavailableError]
+    return tuple(found)
+
+
+# --- evolve ------------------------------------------------------------------------------------
+
+
+def _cmd_evolve(args: argparse.Namespace) -> int:
+    """Run the job; it outlives its terminal. SIGHUP is ignored meanwhile, by this process and by
+    every worker it starts (an ignored signal stays ignored across fork and exec), and progress
+    lines stop when stdout goes away (``| head -1``, a closed terminal), the job running on."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        return _evolve(args)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def _evolve(args: argparse.Namespace) -> int:
+    from db.settings import DatabaseSettings
+    from evolver.job_config import load_job_config
+    from evolver.progress import ConsoleWriter
+    from evolver.runner import resume_job, start_job
+    from evolver.settings import EvolverSettings
+
+    settings_args: dict[str, Any] = {}
+    if args.work_dir is not None:
+        settings_args["work_dir"] = args.work_dir
+    settings = read_settings(EvolverSettings, **settings_args)
+    database_url = args.database_url or DatabaseSettings().database_url
+    llm = {
+        "base_url": args.llm_base_url,
+        "model": args.llm_model,
+        "api_key_env": args.llm_api_key_env,
+    }
+    overrides: dict[str, Any] = {
+        "path": args.path,
+        "dtype": args.dtype,
+        "iterations": args.iterations,
+        "gpu": args.gpu,
+        "compile_only": True if args.compile_only else None,
+        "checkpoint_interval": args.checkpoint_interval,
+        "islands": args.islands,
+        "population": args.population,
+        "seed": args.seed,
+        "promote_every": args.promote_every,
+    }
+
+    write = ConsoleWriter()
+
+    if args.resume is not None:
+        if args.config is not None:
+            raise CliError("--config cannot be combined with --resume: a job keeps its config")
+        job_id = None if args.resume == "latest" else int(args.resume)
+        outcome = resume_job(
+            job_id,
+            overrides=overrides,
+            settings=settings,
+            database_url=database_url,
+            write=write,
+        )
+    else:
+        if args.config is None and (args.path is None or args.dtype is None):
+            raise CliError("evolve needs --path and --dtype (or --config FILE naming them)")
+        job = load_job_config(
+            args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
+        )
+        outcome = start_job(job, settings=settings, database_url=database_url, write=write)
+    if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
+        return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
+    return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+# --- serve -------------------------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from db.settings import DatabaseSettings
+    from evolver.store import open_store
+
+    url = args.database_url or DatabaseSettings().database_url
+    open_store(url).dispose()  # migrate to the head first: the service never alters the schema
+    # Bind here, so a port in use or an unknown host is one line (uvicorn would log it and
+    # exit 3).
+    sock = _listen(args.host, args.port)
+    try:
+        config = uvicorn.Config(create_app(url), host=args.host, port=args.port)
+        server = uvicorn.Server(config)
+        scheme_host = f"[{args.host}]" if ":" in args.host else args.host
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", scheme_host, args.port
+        )
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise CliError(f"the service on {args.host}:{args.port} did not start")
+    return 0
+
+
+def _listen(host: str, port: int) -> Any:
+    """A socket bound to ``host``:``port`` as uvicorn binds one (IPv6 when the host has a
+    colon, ``SO_REUSEADDR``).
+
+    Raises:
+        CliError: one line: the port is in use, or the host is not an address of this machine.
+    """
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise CliError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high], else a one-line usage error (exit 2).
+
+    A number of more than 30 digits is out of range without being converted (Python refuses
+    to convert more than 4300 digits, with a message that is not about the option).
+    """
+
+    def parse(text: str) -> int:
+        digits = text.strip().lstrip("+-")
+        if digits.isdigit() and len(digits) > 30:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be {low}..{high}, not a {len(digits)}-digit number"
+            )
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, not {shorten(text)!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {value}")
+        return value
+
+    return parse
+
+
+_port = _int_in(1, 65535, "a port number")
+_count = _int_in(1, 2**31 - 1, "a positive integer")
+# Database ids are 32-bit on PostgreSQL; OpenEvolve's random seed is a 32-bit unsigned integer.
+_job_id = _int_in(1, 2**31 - 1, "a job id")
+_seed = _int_in(0, 2**32 - 1, "a seed")
+_device = _int_in(0, 1023, "a device index")
+_dimension = _int_in(1, 2**31 - 1, "a matrix dimension")
+
+# Lengths past which an argument is a mistake rather than a value: names (paths, dtypes, GPU
+# names, models) are short identifiers; URLs and file paths get Linux's PATH_MAX.
+_NAME_MAX = 256
+_LONG_MAX = 4096
+
+
+def _text(what: str, max_len: int = _NAME_MAX) -> Callable[[str], str]:
+    """An argparse type: one line of 1..``max_len`` characters, else a usage error."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {what}, not an empty string")
+        if len(text) > max_len:
+            raise argparse.ArgumentTypeError(
+                f"expected {what} of at most {max_len} characters, not {len(text)}"
+            )
+        if any(char in text for char in "\n\r\x00"):
+            raise argparse.ArgumentTypeError(f"expected {what} on one line, not {text!r}")
+        return text
+
+    return parse
+
+
+def _url(text: str) -> str:
+    """An argparse type: an ``http://`` or ``https://`` URL with a valid host and port."""
+    problem = http_url_problem(_text("a URL", _LONG_MAX)(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _host(text: str) -> str:
+    """An argparse type for ``--host``: an IP address or a host name; never empty (an empty host
+    binds every interface, which must be asked for as ``0.0.0.0`` or ``::``)."""
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected an address or host name, not an empty string "
+            "(for every interface say 0.0.0.0 or ::)"
+        )
+    problem = host_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"expected an IP address or host name: {problem}")
+    return text
+
+
+def _env_name(text: str) -> str:
+    """An argparse type: the name of an environment variable (letters, digits, ``_``)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text) or len(text) > _NAME_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected an environment variable name, not {shorten(text)!r}"
+        )
+    return text
+
+
+def _resume(text: str) -> str:
+    """``--resume``: ``latest`` or a job id."""
+    return text if text == "latest" else str(_job_id(text))
+
+
+# --- best --------------------------------------------------------------------------------------
+
+
+def _api_url(given: str | None) -> str:
+    from kernevo.settings import LoaderSettings
+
+    return (given or LoaderSettings().api_url).rstrip("/")
+
+
+def _error_detail(response: Any) -> str:
+    """The ``detail`` of an error answer as one line: a text, or FastAPI's list of
+    ``{loc, msg}`` as ``query.m: msg; …``; the body itself when it is not that JSON."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail", body) if isinstance(body, dict) else response.text
+    if isinstance(detail, list):
+        detail = "; ".join(
+            f"{'.'.join(str(part) for part in item.get('loc', []))}: {item.get('msg', '')}"
+            if isinstance(item, dict)
+            else str(item)
+            for item in detail
+        )
+    return _one_line(Exception(detail))
+
+
+def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
+    """GET ``url`` and decode JSON; any failure becomes a one-line ``CliError``."""
+    import httpx
+
+    try:
+        response = httpx.get(url, params=params, timeout=10.0)
+    except httpx.HTTPError as error:
+        raise CliError(
+            f"service at {url} is unreachable ({type(error).__name__}: {error})"
+        ) from None
+    if response.status_code >= 400:
+        raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
+    try:
+        return response.json()
+    except ValueError:
+        raise CliError(f"service at {url} answered with something that is not JSON") from None
+
+
+def _cmd_best(args: argparse.Namespace) -> int:
+    from seeds.hardware import normalize_gpu_name
+
+    gpu = args.gpu
+    if gpu is None:
+        from evolver.errors import NoGpuError
+        from evolver.gpu import query_gpu
+
+        try:
+            gpu = query_gpu(args.device).key
+        except NoGpuError as error:
+            raise CliError(f"{error}; name the GPU with --gpu (e.g. --gpu nvidia-h200)") from None
+    try:
+        gpu_key = normalize_gpu_name(gpu)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    base = _api_url(args.api_url)
+    params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, "m": args.m, "n": args.n}
+    kernel = _get_json(f"{base}/v1/kernels/best", params)
+    metrics = kernel.get("metrics", {})
+    envelope = kernel.get("envelope", {})
+    lines = [
+        f"{args.op} {args.dtype} m={args.m} n={args.n} on {gpu_key}: path {kernel['path']}, "
+        f"shape bucket {kernel['shape_bucket']}",
+        f"program {kernel['program_id']} ({kernel.get('program_uid', '?')}), promoted "
+        f"{kernel['promoted_at']}",
+        f"score {metrics.get('score', 0.0):.3f} (geometric-mean speedup over the vendor library)",
+    ]
+    for timing in metrics.get("timings", []):
+        cand, base_us = timing.get("candidate_us", 0.0), timing.get("baseline_us", 0.0)
+        speedup = base_us / cand if cand else 0.0
+        lines.append(
+            f"  m={timing['m']} n={timing['n']}: {cand:.2f} us vs {base_us:.2f} us ({speedup:.2f}x)"
+        )
+    lines += [
+        f"cubin {kernel['arch']} sha256 {kernel['cubin_sha256']}, NVRTC "
+        f"{kernel.get('nvrtc_version')}, {len(kernel.get('cubin_b64', '')) * 3 // 4} bytes",
+        f"launch {kernel['launch']['kernel']} (geometry from {kernel['launch']['config_kernel']})",
+        f"envelope m <= {envelope.get('m_max')}, n <= {envelope.get('n_max')}, "
+        f"{len(envelope.get('verified_shapes', []))} verified shapes",
+        f"compile options: {' '.join(kernel.get('compile_options', []))}",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+
+def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str, Any]]:
+    from db import repository
+    from db.heartbeat import database_now, liveness
+    from db.session import read_scope
+    from evolver.store import open_existing_store
+
+    engine = open_existing_store(url)  # read-only: never creates, migrates or writes a database
+    try:
+        with read_scope(engine) as s:
+            jobs = repository.list_jobs(s, state=state, limit=limit)
+            counts = repository.count_programs(s, (j.id for j in jobs))
+            now = database_now(s)  # heartbeats are on the database clock
+            return [
+                {
+                    "id": j.id,
+                    "path": j.path,
+                    "dtype": j.dtype,
+                    "gpu": j.gpu_key,
+                    "state": j.state,
+                    "iteration": j.iteration,
+                    "config": j.config,
+                    "best_score": j.best_score,
+                    "best_speedup": j.best_speedup,
+                    "last_failure_kind": j.last_failure_kind,
+                    "programs": counts[j.id],
+                    "backend": j.backend,
+                    "model": j.model,
+                    "heartbeat_at": j.heartbeat_at.isoformat() if j.heartbeat_at else None,
+                    "heartbeat_age_s": liveness(j, now).heartbeat_age_s,
+                    "stale": liveness(j, now).stale,
+                }
+                for j in jobs
+            ]
+    finally:
+        engine.dispose()
+
+
+def _age(seconds: float | None) -> str:
+    """A heartbeat age in the largest whole unit: ``41s``, ``15m``, ``3h``, ``2d``."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    if args.api_url:
+        params: dict[str, Any] = {"limit": args.limit}
+        if args.state:
+            params["state"] = args.state
+        rows = _get_json(f"{args.api_url.rstrip('/')}/v1/jobs", params)
+    else:
+        from db.settings import DatabaseSettings
+
+        url = args.database_url or DatabaseSettings().database_url
+        rows = _job_rows_from_db(url, args.state, args.limit)
+    if not rows:
+        print("no jobs")
+        return 0
+    header = (
+        f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'beat':>5} "
+        f"{'iter':>9}  {'best':>6} {'spd64':>6}  {'progs':>5}  {'last failure':<14} "
+        "backend/model"
+    )
+    print(header)
+    for row in rows:
+        total = (row.get("config") or {}).get("iterations", "?")
+        best = row.get("best_score")
+        speedup = row.get("best_speedup")
+        state = "stale" if row.get("stale") else row["state"]
+        print(
+            f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
+            f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
+            f"{str(row['iteration']) + '/' + str(total):>9}  "
+            f"{(f'{best:.3f}' if best is not None else '-'):>6} "
+            f"{(f'{speedup:.2f}x' if speedup is not None else '-'):>6}  "
+            f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
+            f"{row.get('backend')}/{row.get('model') or '-'}"
+        )
+    if any(row.get("stale") for row in rows):
+        from db.heartbeat import STALE_AFTER_S
+
+        print(
+            f"stale: running, but no heartbeat for over {STALE_AFTER_S:.0f} s: its process is "
+            "gone; 'kernevo evolve --resume ID' continues it"
+        )
+    return 0
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    """Create the local signing key pair if missing; print its id and public key."""
+    import base64
+
+    from evolver.settings import EvolverSettings
+    from kernevo.keys import KeyFileError, generate_key_pair, load_signing_key
+
+    settings = EvolverSettings()
+    try:
+        if args.dir is None and settings.signing_key is not None:
+            key = load_signing_key(settings.signing_key)
+        else:
+            key = generate_key_pair(args.dir or settings.key_dir)
+    except KeyFileError as error:
+        raise CliError(str(error)) from None
+    public = base64.b64encode(key.public_raw).decode("ascii")
+    print(f"signing key {key.path} (id {key.key_id})")
+    print(f"public key: {public}")
+    print(f"loaders elsewhere trust it with KERNEVO_TRUSTED_KEYS={public}")
+    return 0
+
+
+# --- parser ------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    evolve = commands.add_parser("evolve", help="run or resume an evolution job")
+    evolve.add_argument("--path", type=_text("a path id"), help="algorithmic path, e.g. trsm_small")
+    evolve.add_argument(
+        "--dtype", type=_text("a dtype"), help="float32 | float64 | complex64 | complex128"
+    )
+    evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
+    evolve.add_argument("--iterations", type=_count, help="total iterations (default 60)")
+    evolve.add_argument("--gpu", type=_device, help="CUDA device index (default KERNEVO_GPU or 0)")
+    evolve.add_argument(
+        "--resume",
+        type=_resume,
+        nargs="?",
+        const="latest",
+        metavar="JOB_ID",
+        help="continue a job from its last checkpoint; without an id, the newest unfinished "
+        "job of --path and --dtype",
+    )
+    evolve.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="run without a GPU: evaluations stop after compiling and score 0 (tests, CI)",
+    )
+    evolve.add_argument("--checkpoint-interval", type=_count)
+    evolve.add_argument("--islands", type=_count)
+    evolve.add_argument("--population", type=_count)
+    evolve.add_argument("--seed", type=_seed)
+    evolve.add_argument("--promote-every", type=_count)
+    evolve.add_argument(
+        "--llm-base-url", type=_url, help="OpenAI-compatible endpoint (default: offline)"
+    )
+    evolve.add_argument("--llm-model", type=_text("a model name"))
+    evolve.add_argument(
+        "--llm-api-key-env", type=_env_name, help="name of the variable holding the API key"
+    )
+    evolve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    evolve.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
+    evolve.set_defaults(func=_cmd_evolve)
+
+    serve = commands.add_parser("serve", help="run the REST service")
+    serve.add_argument("--host", type=_host, default="127.0.0.1")
+    serve.add_argument("--port", type=_port, default=8000, help="1..65535 (default 8000)")
+    serve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    serve.set_defaults(func=_cmd_serve)
+
+    best = commands.add_parser("best", help="the champion kernel serving a problem")
+    best.add_argument("--op", type=_text("an op"), default="trsm")
+    best.add_argument("--dtype", type=_text("a dtype"), required=True)
+    best.add_argument("--m", type=_dimension, required=True)
+    best.add_argument("--n", type=_dimension, required=True)
+    best.add_argument(
+        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
+    )
+    best.add_argument("--device", type=_device, default=0, help="device asked when --gpu is unset")
+    best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
+    best.set_defaults(func=_cmd_best)
+
+    jobs = commands.add_parser("jobs", help="jobs and their progress")
+    jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
+    jobs.add_argument("--limit", type=_count, default=20)
+    jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
+    jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    jobs.set_defaults(func=_cmd_jobs)
+
+    keys = commands.add_parser(
+        "keys", help="the key signing champions: create the local pair if missing, show it"
+    )
+    keys.add_argument("--dir", type=_path_arg, help="default KERNEVO_KEY_DIR")
+    keys.set_defaults(func=_cmd_keys)
+    return parser
+
+
+def _path_arg(text: str) -> Any:
+    """An argparse type: a file or folder path (1..4096 characters), ``~`` expanded."""
+    from pathlib import Path
+
+    return Path(_text("a path", _LONG_MAX)(text)).expanduser()
+
+
+_database_url = _text("a database URL", _LONG_MAX)
+
+
+def _check_environment(args: argparse.Namespace) -> None:
+    """Refuse, before anything runs, ``KERNEVO_*`` variables that are unknown (a typo would
+    silently fall back to a default for a whole job), empty, or do not parse for any layer.
+
+    Raises:
+        SettingsError: one line naming the variable, the check and what it expects.
+    """
+    from api.settings import ApiSettings
+    from db.settings import DatabaseSettings
+    from evolver.settings import EvolverSettings
+    from kernevo.settings import LoaderSettings
+
+    accept(getattr(args, "llm_api_key_env", None))  # the loader's later checks know it too
+    problems = check_environment(os.environ)
+    if problems:
+        raise SettingsError(describe(problems), check=problems[0].check, name=problems[0].name)
+    for settings_class in (DatabaseSettings, ApiSettings, EvolverSettings, LoaderSettings):
+        read_settings(settings_class)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, 1 error,
+    2 usage: arguments or ``KERNEVO_*`` environment, 130 Ctrl-C)."""
+    args = _parser().parse_args(argv)
+    try:
+        _check_environment(args)
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("kernevo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except SettingsError as error:
+        print(f"kernevo: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:
+        if not isinstance(error, _user_error_types()):
+            raise
+        if os.environ.get("KERNEVO_DEBUG") == "1":
+            traceback.print_exc()
+        print(f"kernevo: {_one_line(error)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Choosing, for each problem shape, between the champion kernel and cuBLAS — and saying why.
+
+Order of questions for a shape (m, n), each answered once and remembered:
+
+1. Does a path serve the problem? (``seeds.registry.route``) — if not, cuBLAS.
+2. Is there a verified champion for that path and shape bucket on this GPU that this loader
+   trusts? The service is asked once per (path, bucket); a champion it sends must pass the trust
+   checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock file; see
+   :mod:`kernevo.trust`) and, when it must be recompiled for this GPU's arch, the NVRTC option
+   allow-list (:func:`kernevo.kernel.refused_option`); only then is it written to the disk
+   cache. If the service is unreachable, has none (404), sends something unusable or a champion
+   that is refused, the disk cache answers — its entry passes the same checks again on every
+   read, so a file changed after it was written is refused; if it has nothing usable either,
+   cuBLAS.
+3. Is (m, n) inside the champion's verified envelope? If not, cuBLAS.
+4. Did the kernel fail on this shape before (:meth:`Resolver.mark_failed`)? Then cuBLAS for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from kernevo.cache import ChampionCache
+from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
+from kernevo.device import GpuInfo
+from kernevo.kernel import refused_option
+from kernevo.paths import registry
+from kernevo.trust import Refusal, TrustPolicy
+
+log = logging.getLogger("kernevo")
+
+Fetcher = Callable[[ChampionKey, int, int], FetchOutcome]
+"""Fetches the champion for a key, given the problem shape (m, n) that asked for it."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where the problem (m, n) goes and why.
+
+    ``route`` is ``"kernel"`` (the champion's cubin through the path driver) or ``"cublas"``.
+    ``reason`` is one line, e.g. ``"champion program 17 from service"``,
+    ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
+    ``"outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"``,
+    ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
+    ``"refused champion program 17 from service: unsigned; disk cache: no entry"``.
+    ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
+    exists but does not cover the shape). ``refusals`` are the champions refused on the way
+    (service first, then disk cache), each naming its failed check (``Refusal.check``) and
+    where the champion came from (``Refusal.source``).
+    """
+
+    m: int
+    n: int
+    route: Literal["kernel", "cublas"]
+    reason: str
+    path: str | None = None
+    shape_bucket: str | None = None
+    champion: ChampionKernel | None = field(default=None, repr=False)
+    refusals: tuple[Refusal, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Acquired:
+    """The champion found for one (path, bucket), or ``None``, with where it came from."""
+
+    champion: ChampionKernel | None
+    reason: str
+    refusals: tuple[Refusal, ...] = ()
+
+
+class Resolver:
+    """Per-shape routing for one (op, dtype) on one GPU; safe to share between threads.
+
+    Args:
+        op: an operation of ``seeds.registry`` (``"trsm"``).
+        dtype: ``float32``, ``float64``, ``complex64`` or ``complex128``.
+        gpu: the device served; its ``key`` is the service's ``gpu=`` and the cache folder,
+            its ``arch`` is compared with the champion's.
+        fetch: asks the service (see :func:`kernevo.client.service_fetcher`).
+        cache: the disk cache; ``None`` for none.
+        trust: the keys and lock file a champion is checked against, from the service and
+            from the cache alike (see :func:`kernevo.trust.policy_from_settings`).
+    """
+
+    def __init__(
+        self,
+        op: str,
+        dtype: str,
+        *,
+        gpu: GpuInfo,
+        fetch: Fetcher,
+        cache: ChampionCache | None,
+        trust: TrustPolicy,
+    ) -> None:
+        self.op = op
+        self.dtype = dtype
+        self.gpu = gpu
+        self._fetch = fetch
+        self._cache = cache
+        self._trust = trust
+        self._lock = threading.Lock()
+        self._decisions: dict[tuple[int, int], Decision] = {}
+        self._acquired: dict[tuple[str, str], _Acquired] = {}
+
+    def resolve(self, m: int, n: int) -> Decision:
+        """The decision for the problem A (m×m), B (m×n); computed on first use, then cached.
+
+        Raises:
+            seeds.registry.UnknownOpError, seeds.spec.UnknownDtypeError: bad op/dtype (both
+                ``ValueError``; :func:`kernevo.load` checks them up front).
+        """
+        with self._lock:
+            decision = self._decisions.get((m, n))
+            if decision is None:
+                decision = self._decide(m, n)
+                self._decisions[(m, n)] = decision
+            return decision
+
+    def mark_failed(self, m: int, n: int, error: BaseException) -> Decision:
+        """Pin (m, n) to cuBLAS after the kernel raised ``error``; returns the new decision."""
+        with self._lock:
+            old = self._decisions.get((m, n))
+            decision = Decision(
+                m=m,
+                n=n,
+                route="cublas",
+                reason=f"kernel error: {type(error).__name__}: {error}",
+                path=old.path if old else None,
+                shape_bucket=old.shape_bucket if old else None,
+                champion=old.champion if old else None,
+            )
+            self._decisions[(m, n)] = decision
+            return decision
+
+    def _decide(self, m: int, n: int) -> Decision:
+        route = registry.route(self.op, self.dtype, m, n)
+        if route is None:
+            return Decision(m, n, "cublas", f"no path serves m={m} n={n}")
+        path, bucket = route.path_id, route.shape_bucket
+        acquired = self._acquired.get((path, bucket))
+        if acquired is None:
+            acquired = self._acquire(ChampionKey(self.gpu.key, path, self.dtype, bucket), m, n)
+            self._acquired[(path, bucket)] = acquired
+        champion, refusals = acquired.champion, acquired.refusals
+        if champion is None:
+            return Decision(m, n, "cublas", acquired.reason, path, bucket, refusals=refusals)
+        envelope = champion.envelope
+        if not envelope.contains(m, n):
+            reason = (
+                f"outside envelope m_max={envelope.m_max} n_max={envelope.n_max} "
+                f"of champion program {champion.program_id} (m={m}, n={n})"
+            )
+            return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
+        reason = acquired.reason
+        if champion.arch != self.gpu.arch:
+            reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
+        return Decision(m, n, "kernel", reason, path, bucket, champion, refusals)
+
+    def _acquire(self, key: ChampionKey, m: int, n: int) -> _Acquired:
+        """The champion for ``key``: from the service if it gives one the trust checks admit,
+        else the disk cache's if it is admitted; with every refusal on the way."""
+        outcome = self._fetch(key, m, n)
+        service_reason = outcome.detail
+        refusals: list[Refusal] = []
+        if outcome.champion is not None:
+            refusal = self._admit(outcome.champion, "service")
+            if refusal is None:
+                self._store(outcome.champion)
+                return _Acquired(outcome.champion, outcome.detail)
+            refusals.append(refusal)
+            service_reason = (
+                f"refused champion program {outcome.champion.program_id} from service: "
+                f"{refusal.detail}"
+            )
+        if self._cache is None:
+            return _Acquired(None, service_reason, tuple(refusals))
+        cached = self._cache.load(key)
+        if cached.champion is None:
+            return _Acquired(None, f"{service_reason}; {cached.detail}", tuple(refusals))
+        refusal = self._admit(cached.champion, "disk cache")
+        if refusal is not None:
+            refusals.append(refusal)
+            reason = (
+                f"{service_reason}; disk cache: refused champion program "
+                f"{cached.champion.program_id}: {refusal.detail}"
+            )
+            return _Acquired(None, reason, tuple(refusals))
+        return _Acquired(cached.champion, f"{cached.detail} ({service_reason})", tuple(refusals))
+
+    def _admit(self, champion: ChampionKernel, source: str) -> Refusal | None:
+        """The trust checks, then the option allow-list when the champion must be recompiled
+        for this GPU's arch; ``None`` when ``champion`` may run."""
+        refusal = self._trust.check(champion)
+        if refusal is None and champion.arch != self.gpu.arch:
+            refused = refused_option(champion)
+            if refused is not None:
+                refusal = Refusal("compile_option", refused)
+        return None if refusal is None else replace(refusal, source=source)
+
+    def _store(self, champion: ChampionKernel) -> None:
+        """Write an admitted champion to the disk cache; a cache that cannot be written is
+        only a warning (the loader still works, just not offline)."""
+        if self._cache is None:
+            return
+        try:
+            self._cache.store(champion)
+        except OSError as error:
+            log.warning("kernevo: could not write the disk cache: %s", error)

@@ -1,0 +1,82 @@
+"""The loader's configuration, read from the environment (prefix ``KERNEVO_``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from kernevo.environment import http_url_problem, settings_error, warn_once
+from kernevo.keys import DEFAULT_KEY_DIR
+
+
+class LoaderSettings(BaseSettings):
+    """Where the loader finds the service, keeps its disk cache, and which kernels it trusts.
+
+    Environment variables: ``KERNEVO_API_URL``, ``KERNEVO_CACHE_DIR``,
+    ``KERNEVO_REQUEST_TIMEOUT_S``; trust: ``KERNEVO_TRUSTED_KEYS`` (comma-separated Ed25519
+    public keys, each base64 of the 32 raw bytes or a path to a PEM key file),
+    ``KERNEVO_KEY_DIR`` (the local key pair ``kernevo evolve`` creates, default
+    ``~/.config/kernevo/keys``), ``KERNEVO_TRUST_LOCAL_KEY`` (trust that local public key when
+    it is private to this user; default true), ``KERNEVO_LOCK_FILE`` (only the champions it
+    pins). Unknown keyword arguments are refused (``extra="forbid"``).
+
+    Every ``KERNEVO_*`` variable of the environment is checked against the catalogue
+    (``kernevo.environment``) when settings are built: an unknown or empty one is logged once as
+    a warning on the ``"kernevo"`` logger (the loader runs inside someone's application, so it
+    warns rather than refuses).
+
+    Raises:
+        kernevo.environment.SettingsError: (a ``ValueError``) one line naming the variable or
+            argument that does not parse, is empty or out of range (e.g.
+            ``KERNEVO_REQUEST_TIMEOUT_S=abc``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KERNEVO_", extra="forbid")
+
+    api_url: str = "http://127.0.0.1:8000"
+    cache_dir: Path = Path("~/.cache/kernevo")
+    # The first call of each shape waits for the service; ten minutes bounds a unit typo
+    # (2000 meant as milliseconds) while allowing any real network.
+    request_timeout_s: float = Field(default=2.0, gt=0, le=600, allow_inf_nan=False)
+    trusted_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    key_dir: Path = DEFAULT_KEY_DIR
+    trust_local_key: bool = True
+    lock_file: Path | None = None
+
+    def __init__(self, **values: Any) -> None:
+        warn_once(os.environ)
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise settings_error(error, arguments=values) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _refuse_empty(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty; unset it for the default")
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        problem = http_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value.rstrip("/")
+
+    @field_validator("cache_dir", "key_dir", "lock_file")
+    @classmethod
+    def _expand_home(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @field_validator("trusted_keys", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value

@@ -1,0 +1,139 @@
+"""The champion signature: one canonical payload, signed at promotion, checked by the loader.
+
+A champion's Ed25519 signature covers everything the loader acts on: the key it is served under
+(path, dtype, GPU key, shape bucket), the architecture its cubin was built for, the sha256 of the
+cubin and of the source (the source is what a loader recompiles for another architecture), the
+kernel names it launches, the envelope it is dispatched in, the NVRTC options and version, and
+the program id that ``explain()`` names. :func:`signed_payload` is the one function that turns
+those into bytes; the promotion (``evolver.champion``) signs its output and the loader verifies
+it, so the two cannot drift apart.
+
+``cryptography`` is imported inside the functions that need it, so ``import kernevo`` does not
+load it (it costs about 15 ms; the loader needs it only once a champion arrives).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from kernevo.client import ChampionKernel
+
+# Names the payload's layout; a loader refuses a signature over any other (domain separation:
+# these bytes can never be mistaken for another message signed with the same key).
+PAYLOAD_FORMAT = "kernevo.champion-signature.v1"
+
+
+def signed_payload(
+    *,
+    path: str,
+    dtype: str,
+    gpu: str,
+    shape_bucket: str,
+    program_id: int,
+    arch: str,
+    cubin_sha256: str,
+    source_sha256: str,
+    launch: Mapping[str, Any],
+    envelope: Mapping[str, Any],
+    compile_options: Sequence[str],
+    nvrtc_version: str | None,
+) -> bytes:
+    """The bytes a champion's signature covers: canonical JSON (sorted keys, no spaces, UTF-8).
+
+    ``launch`` contributes its ``kernel`` and ``config_kernel`` names; ``envelope`` its integer
+    ``m_max``, ``n_max`` and ``verified_shapes`` (``[[m, n], …]``, in the given order); other
+    keys of either are not used by the loader and are not signed. Digests are lower-case hex.
+
+    Raises:
+        KeyError: ``launch`` or ``envelope`` lacks one of those keys.
+        TypeError, ValueError: a value of the wrong type (e.g. ``m_max`` not an integer).
+    """
+    document = {
+        "format": PAYLOAD_FORMAT,
+        "path": str(path),
+        "dtype": str(dtype),
+        "gpu": str(gpu),
+        "shape_bucket": str(shape_bucket),
+        "program_id": int(program_id),
+        "arch": str(arch),
+        "cubin_sha256": str(cubin_sha256).lower(),
+        "source_sha256": str(source_sha256).lower(),
+        "launch": {
+            "kernel": str(launch["kernel"]),
+            "config_kernel": str(launch["config_kernel"]),
+        },
+        "envelope": {
+            "m_max": _integer(envelope["m_max"]),
+            "n_max": _integer(envelope["n_max"]),
+            "verified_shapes": [
+                [_integer(m), _integer(n)] for m, n in envelope.get("verified_shapes", [])
+            ],
+        },
+        "compile_options": [str(option) for option in compile_options],
+        "nvrtc_version": None if nvrtc_version is None else str(nvrtc_version),
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8")
+
+
+def champion_payload(champion: ChampionKernel) -> bytes:
+    """:func:`signed_payload` of a champion the loader holds, with both digests recomputed from
+    the cubin and source bytes it would load (never taken from the response or cache entry)."""
+    return signed_payload(
+        path=champion.path,
+        dtype=champion.dtype,
+        gpu=champion.gpu,
+        shape_bucket=champion.shape_bucket,
+        program_id=champion.program_id,
+        arch=champion.arch,
+        cubin_sha256=hashlib.sha256(champion.cubin).hexdigest(),
+        source_sha256=hashlib.sha256(champion.source.encode("utf-8")).hexdigest(),
+        launch={"kernel": champion.kernel_name, "config_kernel": champion.config_kernel_name},
+        envelope={
+            "m_max": champion.envelope.m_max,
+            "n_max": champion.envelope.n_max,
+            "verified_shapes": champion.envelope.verified_shapes,
+        },
+        compile_options=champion.compile_options,
+        nvrtc_version=champion.nvrtc_version,
+    )
+
+
+def key_id(public_raw: bytes) -> str:
+    """The id of an Ed25519 public key: sha256 (hex, 64 characters) of its 32 raw bytes."""
+    return hashlib.sha256(public_raw).hexdigest()
+
+
+def sign(private_key: Ed25519PrivateKey, payload: bytes) -> str:
+    """The Ed25519 signature of ``payload`` by ``private_key``, base64 (88 characters)."""
+    return base64.b64encode(private_key.sign(payload)).decode("ascii")
+
+
+def signature_valid(public_raw: bytes, payload: bytes, signature_b64: str) -> bool:
+    """Whether ``signature_b64`` (base64) is a valid Ed25519 signature of ``payload`` by the
+    public key ``public_raw`` (32 raw bytes). Malformed base64 or lengths are simply invalid.
+    """
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        signature = base64.b64decode(signature_b64, validate=True)
+        Ed25519PublicKey.from_public_bytes(public_raw).verify(signature, payload)
+    except (binascii.Error, ValueError, InvalidSignature):
+        return False
+    return True
+
+
+def _integer(value: Any) -> int:
+    """``value`` as an int; a bool or a non-integral number is a ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value

@@ -1,0 +1,125 @@
+"""Whether the loader may run a champion: digest, signature, lock file — and why not.
+
+Every champion the loader is about to use, fetched or read from its disk cache, passes
+:meth:`TrustPolicy.check`, in this order:
+
+1. ``cubin_digest_mismatch``: the cubin's sha256, recomputed from the bytes that would be loaded,
+   differs from the one the champion carries.
+2. ``no_trusted_key``: the loader trusts no key at all (nothing configured, no local key).
+3. ``unsigned``: the champion has no signature.
+4. ``unknown_key``: signed by a key the loader does not trust.
+5. ``bad_signature``: the signature does not verify over the champion's payload (anything
+   signed was changed: cubin, launch, envelope, options, key …, or the signature swapped).
+6. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
+   pinned to another cubin or payload.
+
+The NVRTC option allow-list (``compile_option``) is checked by the resolver before a recompile
+(:func:`kernevo.kernel.refused_option`). A refusal is a :class:`Refusal` value; the resolver
+falls back to cuBLAS and ``explain()`` shows its ``detail``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kernevo.client import ChampionKernel
+from kernevo.keys import local_public_key, trusted_keys
+from kernevo.lockfile import LockFile, entry_for
+from kernevo.settings import LoaderSettings
+from kernevo.signature import champion_payload, key_id, signature_valid
+
+RefusalCheck = Literal[
+    "cubin_digest_mismatch",
+    "no_trusted_key",
+    "unsigned",
+    "unknown_key",
+    "bad_signature",
+    "not_in_lock_file",
+    "lock_digest_differs",
+    "compile_option",
+]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a champion was not used: ``check`` names the failed check, ``detail`` is the line
+    ``explain()`` shows (e.g. ``"signed by unknown key 3f9a…"``), ``source`` where the champion
+    came from (``"service"`` or ``"disk cache"``; set by the resolver)."""
+
+    check: RefusalCheck
+    detail: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """The keys (id → 32 raw public bytes) a loader trusts and its optional lock file.
+
+    ``no_key_hint`` completes the ``no_trusted_key`` refusal (how to configure a key).
+    """
+
+    keys: Mapping[str, bytes]
+    lock: LockFile | None = None
+    no_key_hint: str = field(default="", repr=False)
+
+    def check(self, champion: ChampionKernel) -> Refusal | None:
+        """``None`` when ``champion`` may run, else the first check it fails (see module doc)."""
+        digest = hashlib.sha256(champion.cubin).hexdigest()
+        if digest != champion.cubin_sha256.lower():
+            return Refusal(
+                "cubin_digest_mismatch",
+                f"cubin digest mismatch: cubin hashes to {digest[:12]}…, "
+                f"champion says {champion.cubin_sha256[:12]}…",
+            )
+        if not self.keys:
+            hint = f" ({self.no_key_hint})" if self.no_key_hint else ""
+            return Refusal("no_trusted_key", f"no trusted key configured{hint}")
+        if not champion.signature or not champion.signing_key_id:
+            return Refusal("unsigned", "unsigned")
+        public_raw = self.keys.get(champion.signing_key_id.lower())
+        if public_raw is None:
+            return Refusal("unknown_key", f"signed by unknown key {champion.signing_key_id}")
+        if not signature_valid(public_raw, champion_payload(champion), champion.signature):
+            return Refusal("bad_signature", f"bad signature (key {champion.signing_key_id})")
+        if self.lock is not None:
+            return self._check_lock(self.lock, champion)
+        return None
+
+    @staticmethod
+    def _check_lock(lock: LockFile, champion: ChampionKernel) -> Refusal | None:
+        pinned = lock.pinned(champion)
+        if pinned is None:
+            return Refusal("not_in_lock_file", f"not in lock file {lock.path}")
+        got = entry_for(champion)
+        for name in ("cubin_sha256", "payload_sha256"):
+            want, have = getattr(pinned, name), getattr(got, name)
+            if want != have:
+                return Refusal(
+                    "lock_digest_differs",
+                    f"lock file digest differs: {name} {have[:12]}…, {lock.path} pins {want[:12]}…",
+                )
+        return None
+
+
+def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:
+    """The policy ``settings`` describe: the keys of ``KERNEVO_TRUSTED_KEYS``; the local public
+    key in ``KERNEVO_KEY_DIR`` when ``KERNEVO_TRUST_LOCAL_KEY`` (default on) and the key is
+    private to this user (see :func:`kernevo.keys.local_public_key`); ``KERNEVO_LOCK_FILE``.
+
+    Raises:
+        kernevo.keys.KeyFileError: a configured trusted key cannot be read or parsed.
+        kernevo.lockfile.LockFileError: the configured lock file cannot be read or parsed.
+    """
+    keys = trusted_keys(settings.trusted_keys)
+    hint = "set KERNEVO_TRUSTED_KEYS"
+    if settings.trust_local_key:
+        local, note = local_public_key(settings.key_dir)
+        if local is not None:
+            keys[key_id(local)] = local
+        else:
+            hint += f"; {note}"
+    lock = LockFile.load(settings.lock_file) if settings.lock_file is not None else None
+    return TrustPolicy(keys=keys, lock=lock, no_key_hint=hint)
