@@ -453,7 +453,8 @@ def _run_locked(
             float(metrics.get("combined_score") or 0.0),
             float(metrics.get("speedup_64") or 0.0),
         )
-        reporter.promote_now()
+        with Heartbeat(reporter):  # verifying a champion takes minutes: the job is not stale
+            reporter.promote_now()
     return _finish(engine, job_id, job, reporter, failure, write, received[0] if received else None)
 
 
