@@ -119,9 +119,8 @@ def main() -> int:
     late = []
     for pid, (d, _, start) in family.items():
         seconds = gone.get(pid)
-        print(
-            f"  pid {pid} (depth {d}): " + (f"gone after {seconds:.2f} s" if seconds else "ALIVE")
-        )
+        when = f"gone after {seconds:.2f} s" if seconds is not None else "ALIVE"
+        print(f"  pid {pid} (depth {d}): {when}")
         if seconds is None or seconds > DEADLINE_S:
             late.append(pid)
             if alive(pid, start):
