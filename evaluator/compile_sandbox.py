@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import os
 import resource
 import selectors
@@ -279,6 +280,7 @@ class CompilerProcess:
         # The running child's peak address space once NVRTC is loaded and warmed up: the floor
         # under any address-space limit.
         self.ready_vm_peak_bytes = 0
+        self._warned = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._version = ""
@@ -325,6 +327,12 @@ class CompilerProcess:
             raise CompilerUnavailable(f"compiler process did not start: {why}")
         self._version = str(hello["version"])
         self.landlock_abi = int(hello.get("landlock", 0))
+        if self.landlock_abi == 0 and not self._warned:
+            self._warned = True
+            logging.getLogger(__name__).warning(
+                "no Landlock in this kernel: the compiler child can open files; the screen is "
+                "the only guard against an #include (its environment is still empty)"
+            )
         self.ready_vm_peak_bytes = int(hello.get("vm_peak", 0))
         return proc
 
