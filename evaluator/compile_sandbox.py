@@ -53,6 +53,10 @@ from evaluator.parent_watch import die_with_parent
 # (8 minutes, 6.7 GB unbounded) within 30 s of one evaluation.
 WALL_LIMIT_S = 30.0
 ADDRESS_SPACE_LIMIT_BYTES = 4 * 2**30
+# Variables CuPy reads at import to find the CUDA toolkit (not secrets; passed on stdin).
+# LD_LIBRARY_PATH cannot be passed that way (the loader reads it at exec): NVRTC must be
+# findable from the wheel (nvidia-cuda-nvrtc), CUDA_PATH or the system's library paths.
+_CUDA_LOCATION_NAMES = ("CUDA_PATH", "CUDA_HOME")
 # Waiting for a fresh child's imports (CuPy, NVRTC) before calling the start itself a failure.
 START_TIMEOUT_S = 120.0
 
@@ -130,6 +134,9 @@ def _child_main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     address_space = int(limits["address_space_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    # Where CUDA lives, for CuPy's import only: set after the start, so /proc/self/environ (the
+    # environment at exec) stays empty.
+    os.environ.update(limits.get("cuda_env", {}))
     try:
         from cupy.cuda import nvrtc
 
@@ -315,7 +322,12 @@ class CompilerProcess:
         assert proc.stdin is not None
         try:
             _send(proc.stdin, {"sys_path": [p for p in sys.path if p]})
-            limits = {"address_space_bytes": self.address_space_bytes, "parent_pid": os.getpid()}
+            cuda_env = {k: os.environ[k] for k in _CUDA_LOCATION_NAMES if k in os.environ}
+            limits = {
+                "address_space_bytes": self.address_space_bytes,
+                "parent_pid": os.getpid(),
+                "cuda_env": cuda_env,
+            }
             _send(proc.stdin, limits)
             hello = self._reply(START_TIMEOUT_S)
         except (OSError, EOFError, ValueError) as exc:
