@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from evaluator.child_env import allowed_environment
 
 
 def find_tool(name: str) -> str | None:
@@ -38,7 +39,8 @@ def run_candidate_under(
             "--path", path_id, "--dtype", dtype, "--m", str(shape[0]), "--n", str(shape[1]),
             "--repeat", str(repeat),
         ]  # fmt: skip
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu_index)}
+        # Like the GPU worker: the candidate runs with the allow-listed environment only.
+        env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}
         return subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
         )

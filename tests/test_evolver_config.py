@@ -13,7 +13,7 @@ from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
 from evaluator.report import CheckFailure, EvaluationReport
 from evolver.errors import JobConfigError
 from evolver.job_config import JobConfig, LLMSection, load_job_config, validate_job_config
-from evolver.llm import LLMBackend, model_configs
+from evolver.llm import LLMBackend, make_canonical_openai_client, model_configs
 from evolver.offline_mutator import make_offline_mutator
 from evolver.openevolve_config import FEATURE_DIMENSIONS, build_config
 
@@ -114,7 +114,8 @@ def test_openai_backend_uses_openevolves_client_with_the_key_from_the_named_vari
     monkeypatch.setenv("MY_KEY", "sk-test")
     backend = LLMBackend("openai-compatible", "m1", "http://127.0.0.1:9/v1", "MY_KEY")
     model = _config(tmp_path, backend).llm.models[0]
-    assert model.init_client is None
+    # The intake wrapper: every answer becomes canonical text before OpenEvolve applies it.
+    assert model.init_client is make_canonical_openai_client
     assert (model.name, model.api_base, model.api_key) == ("m1", "http://127.0.0.1:9/v1", "sk-test")
 
 
