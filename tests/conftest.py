@@ -115,8 +115,10 @@ def _render(url: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_server_url() -> str:
     """URL of a reachable PostgreSQL; skips (fails with KERNEVO_REQUIRE_POSTGRES=1) otherwise."""
-    engine = create_engine(POSTGRES_URL, connect_args={"connect_timeout": 5})
+    engine = None
     try:
+        # Inside the try: without psycopg (the GPU host's wheelhouse) create_engine itself raises.
+        engine = create_engine(POSTGRES_URL, connect_args={"connect_timeout": 5})
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except Exception as exc:  # any failure to connect means "no PostgreSQL here"
@@ -126,7 +128,8 @@ def postgres_server_url() -> str:
             pytest.fail(f"{message} (KERNEVO_REQUIRE_POSTGRES=1)", pytrace=False)
         pytest.skip(message)
     finally:
-        engine.dispose()
+        if engine is not None:
+            engine.dispose()
     return POSTGRES_URL
 
 

@@ -47,6 +47,14 @@ def macro_bomb(depth: int = 7) -> str:
     return SEED.replace("// EVOLVE-BLOCK-START\n", "// EVOLVE-BLOCK-START\n" + block)
 
 
+def memory_hog(log2_bytes: int = 26) -> str:
+    """The seed with an initialized 2**log2_bytes-byte ``__device__`` array: NVRTC writes every
+    byte of it into the PTX, so its memory grows with the array on any machine (a macro bomb's
+    peak depends on the machine: 4**4 loops fit in 64 MiB on the H200, not here)."""
+    block = f"__device__ unsigned char kv_big[1u << {log2_bytes}] = {{1}};\n"
+    return SEED.replace("// EVOLVE-BLOCK-START\n", "// EVOLVE-BLOCK-START\n" + block)
+
+
 @pytest.fixture
 def compiler() -> CompilerProcess:
     proc = CompilerProcess(wall_limit_s=5.0)
@@ -85,11 +93,11 @@ def test_address_space_limit_stops_nvrtc_and_the_seed_compiles_next():
     probe = CompilerProcess()
     floor = (probe.version(), probe.ready_vm_peak_bytes)[1]
     probe.stop()
-    # 64 MiB above what a warmed-up child holds: enough for the seed, not for 4**4 loops.
+    # 64 MiB above what a warmed-up child holds: enough for the seed, not for a 64 MiB array.
     tight = CompilerProcess(wall_limit_s=60.0, address_space_bytes=floor + 64 * 2**20)
     try:
         assert tight.compile(SEED, "candidate.cu", OPTIONS).ok
-        bomb = tight.compile(macro_bomb(4), "candidate.cu", OPTIONS)
+        bomb = tight.compile(memory_hog(), "candidate.cu", OPTIONS)
         assert (bomb.ok, bomb.limit) == (False, "memory"), bomb.log
         assert tight.compile(SEED, "candidate.cu", OPTIONS).ok and tight.restarts == 1
     finally:
