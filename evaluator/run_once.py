@@ -8,7 +8,10 @@ out-of-bounds write lands in pooled memory and compute-sanitizer cannot see it.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+
+from evaluator.parent_watch import die_with_parent
 
 
 def main() -> None:
@@ -20,6 +23,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
+    # The tool that runs this (compute-sanitizer, ncu) dies with the job; so does this target.
+    die_with_parent(os.getppid())
 
     import cupy
 

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from evaluator.child_env import allowed_environment
+from evaluator.parent_watch import arm_pdeathsig
 
 
 def find_tool(name: str) -> str | None:
@@ -41,6 +42,15 @@ def run_candidate_under(
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
         env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}
+        # subprocess.run blocks this thread until the tool exits, so the kernel's parent-death
+        # signal (tied to the creating thread) fires only if this process dies: a kill -9 of the
+        # job takes the tool with it.
         return subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            check=False,
+            preexec_fn=arm_pdeathsig,
         )

@@ -37,3 +37,7 @@ class JobFailedError(EvolverError, RuntimeError):
 
 class WorkDirError(EvolverError, RuntimeError):
     """The work folder (``KERNEVO_WORK_DIR`` or ``--work-dir``) cannot be created or written."""
+
+
+class SigningKeyError(EvolverError, ValueError):
+    """``KERNEVO_SIGNING_KEY`` names a file that is not a usable Ed25519 private key."""

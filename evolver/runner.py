@@ -34,7 +34,13 @@ from sqlalchemy import Engine, func, select
 from evolver import openevolve_host as host
 from evolver.champion import MIN_CHAMPION_SCORE, promote_best
 from evolver.checkpoints import Checkpoint, JobLock, ResumePoint, choose_resume_point
-from evolver.errors import EvolverError, JobFailedError, ResumeError, WorkDirError
+from evolver.errors import (
+    EvolverError,
+    JobFailedError,
+    ResumeError,
+    SigningKeyError,
+    WorkDirError,
+)
 from evolver.gpu import GpuFacts, query_gpu
 from evolver.job_config import JobConfig, validate_job_config
 from evolver.lineage import LineageRecorder, RecordContext
@@ -88,12 +94,20 @@ def _prepare_work_root(work_dir: Path) -> Path:
 
 
 def _preflight(job: JobConfig, settings: EvolverSettings) -> tuple[GpuFacts | None, LLMBackend]:
-    """Check the GPU and the LLM endpoint before anything is written.
+    """Check the GPU, the signing key and the LLM endpoint before anything is written.
 
     Raises:
-        NoGpuError, LLMEndpointError: one line.
+        NoGpuError, SigningKeyError, LLMEndpointError: one line.
     """
     gpu = None if job.compile_only else query_gpu(job.gpu)
+    if gpu is not None and settings.signing_key is not None:
+        # A key that cannot sign would otherwise surface only at the first promotion, hours in.
+        from kernevo.keys import KeyFileError, load_signing_key
+
+        try:
+            load_signing_key(settings.signing_key)
+        except KeyFileError as error:
+            raise SigningKeyError(str(error)) from None
     backend = resolve_backend(job.llm, settings)
     backend.api_key()  # a named but unset key variable is an error before the job starts
     check_endpoint(backend)
