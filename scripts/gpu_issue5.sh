@@ -36,5 +36,5 @@ api=http://127.0.0.1:8765
   curl -s "$api/v1/kernels/best?op=trsm&dtype=float64&gpu=nvidia-h200&m=64&n=64" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print({k: d.get(k) for k in ("path","program_id","cubin_sha256","signing_key_id")}, "signed:", bool(d.get("signature")))'
   python3 scripts/loader_demo.py --dtype float64 --api $api --cache /tmp/kcache
-  kill $server; wait $server 2>/dev/null
+  kill $server; wait $server 2>/dev/null || true
 } 2>&1 | tee "$out/serve_load.txt"
