@@ -5,6 +5,7 @@ dependencies; the path package it launches through is vendored as ``kernevo._see
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -33,6 +34,9 @@ def light_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
         check=False,
     )
+    # setuptools builds in the source folder: leave the checkout as it was.
+    for leftover in ("build", "kernevo.egg-info"):
+        shutil.rmtree(LOADER / leftover, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-2000:]
     (wheel,) = out.glob("kernevo-*.whl")
     return wheel
