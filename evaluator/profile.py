@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 # Achieved occupancy, memory throughput, and the warp-stall reasons that dominate small solves.
 _STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+# Seconds Nsight Compute may take to profile one launch (replays the kernel per metric pass).
+PROFILE_TIMEOUT_S = 120.0
+
 METRICS = {
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": "memory_throughput_pct",
@@ -65,7 +68,9 @@ def profile(
     ]  # fmt: skip
     try:
         with gpu_lock(gpu_index):
-            done = run_candidate_under(argv, cubin, path_id, dtype, shape, gpu_index, 120.0)
+            done = run_candidate_under(
+                argv, cubin, path_id, dtype, shape, gpu_index, PROFILE_TIMEOUT_S
+            )
     except subprocess.TimeoutExpired:
         return {}, "ncu timed out"
     metrics = parse_ncu_csv(done.stdout)

@@ -119,22 +119,19 @@ class JobConfig(BaseModel):
         return value
 
 
-# The evaluator's time limits that are not exported as constants: ncu's limit for profiling a
-# new best (evaluator/profile.py) and what a compile may take (NVRTC runs in the evaluation's
-# process without a limit of its own today; the compiler child will bring one).
-_PROFILE_LIMIT_S = 120.0
-_COMPILE_ALLOWANCE_S = 60.0
-
-
 def evaluator_hard_limit_s() -> float:
     """The longest one ``evaluate()`` call may take before the evaluator's own timeouts end it,
     in seconds: the GPU identity query and the quick check (``QUICK_TIMEOUT_S`` each), full
     verification with timing (``FULL_TIMEOUT_S``, evaluator/pipeline.py), profiling a new best
     and compiling. OpenEvolve's ``evaluator_timeout_s`` must exceed it. Compile-only jobs are
     held to the same bound: one rule for every job file, whichever machine runs it."""
+    from evaluator.compile_sandbox import START_TIMEOUT_S, WALL_LIMIT_S
     from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
+    from evaluator.profile import PROFILE_TIMEOUT_S
 
-    return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + _PROFILE_LIMIT_S + _COMPILE_ALLOWANCE_S
+    # A compile may first have to start a fresh compiler child (after an overrun).
+    compile_s = START_TIMEOUT_S + WALL_LIMIT_S
+    return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + PROFILE_TIMEOUT_S + compile_s
 
 
 def _one_line(error: ValidationError, source: str) -> str:
