@@ -118,6 +118,17 @@ class ChampionCache:
             return CacheLookup(None, "disk cache: entry belongs to another key")
         return CacheLookup(champion, f"champion program {champion.program_id} from disk cache")
 
+    def stored_keys(self) -> list[ChampionKey]:
+        """Every key with an entry file under the root (``<gpu>/<path>/<dtype>/<bucket>.json``),
+        sorted; entries are not read here (:meth:`load` checks each)."""
+        found = []
+        for entry in sorted(self.root.glob("*/*/*/*.json")):
+            gpu, path, dtype = entry.parent.relative_to(self.root).parts
+            parts = (gpu, path, dtype, entry.stem)
+            if all(_NAME.match(part) for part in parts):
+                found.append(ChampionKey(*parts))
+        return found
+
     def store(self, champion: ChampionKernel) -> Path:
         """Write ``champion`` (cubin first, then metadata) atomically; returns the entry file.
 

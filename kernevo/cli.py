@@ -522,6 +522,37 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lock(args: argparse.Namespace) -> int:
+    """Pin every champion in the loader's disk cache that the trust policy accepts."""
+    from dataclasses import replace
+
+    from kernevo.cache import ChampionCache
+    from kernevo.lockfile import lock_key, write_lock_file
+    from kernevo.settings import LoaderSettings
+    from kernevo.trust import policy_from_settings
+
+    settings = LoaderSettings()
+    cache = ChampionCache(args.cache_dir or settings.cache_dir)
+    # Pin what this machine's keys accept; an existing lock file must not decide what is new.
+    policy = replace(policy_from_settings(settings), lock=None)
+    pinned = []
+    for key in cache.stored_keys():
+        name = f"{key.gpu}/{key.path}/{key.dtype}/{key.shape_bucket}"
+        lookup = cache.load(key)
+        champion = lookup.champion
+        refusal = None if champion is None else policy.check(champion)
+        if champion is None or refusal is not None:
+            print(f"skipped {name}: {lookup.detail if refusal is None else refusal.detail}")
+            continue
+        pinned.append(champion)
+        print(f"pinned  {lock_key(champion)}: program {champion.program_id}")
+    if not pinned:
+        raise CliError(f"no trusted champion in the disk cache {cache.root}; nothing pinned")
+    write_lock_file(args.output, pinned)
+    print(f"wrote {args.output} ({len(pinned)} champions); loaders use it with KERNEVO_LOCK_FILE")
+    return 0
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -597,6 +628,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     keys.add_argument("--dir", type=_path_arg, help="default KERNEVO_KEY_DIR")
     keys.set_defaults(func=_cmd_keys)
+    lock = commands.add_parser(
+        "lock", help="pin the trusted champions of the loader's disk cache in a lock file"
+    )
+    lock.add_argument("-o", "--output", type=_path_arg, required=True, help="lock file to write")
+    lock.add_argument("--cache-dir", type=_path_arg, help="default KERNEVO_CACHE_DIR")
+    lock.set_defaults(func=_cmd_lock)
     return parser
 
 
