@@ -5,7 +5,8 @@ Importing this package is light (no OpenEvolve, FastAPI, SQLAlchemy; CuPy only w
 is used).
 """
 
+from kernevo.device import NoGpuError
 from kernevo.resolver import Decision
 from kernevo.solver import TrsmSolver, load
 
-__all__ = ["Decision", "TrsmSolver", "load"]
+__all__ = ["Decision", "NoGpuError", "TrsmSolver", "load"]

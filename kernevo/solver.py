@@ -185,7 +185,8 @@ def load(
     Raises:
         ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
             file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line).
-        cupy.cuda.runtime.CUDARuntimeError: no usable CUDA device.
+        kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
+            too old, or no device).
     """
     check_problem(op, dtype)
     overrides: dict[str, Any] = {}
