@@ -24,6 +24,7 @@ from evaluator.report import (
 from evaluator.score import combined_score
 from evaluator.screen import screen
 from evaluator.worker import GpuWorker, TaskError, WorkerFault, WorkerTimeout
+from seeds.hardware import no_gpu_reason
 from seeds.registry import get_path
 from seeds.spec import check_dtype
 
@@ -118,7 +119,10 @@ class Evaluator:
         try:
             gpu = self.gpu()
         except (WorkerTimeout, WorkerFault, TaskError) as exc:
-            failure = CheckFailure("gpu_unavailable", detail=str(exc).splitlines()[0])
+            detail = str(exc).splitlines()[0]
+            if "CUDARuntimeError" in detail:  # no driver, an old one, or no device: say which
+                detail = no_gpu_reason(detail)
+            failure = CheckFailure("gpu_unavailable", detail=detail)
             return report.fail("infra_error", failure), b""
         report.gpu = gpu
         arch = gpu.arch if gpu else self._compile_arch

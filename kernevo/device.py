@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 from kernevo.paths import hardware
@@ -37,7 +36,7 @@ def current_gpu() -> GpuInfo:
         index = runtime.getDevice()
         props = runtime.getDeviceProperties(index)
     except runtime.CUDARuntimeError as error:
-        raise NoGpuError(absence_reason(str(error))) from None
+        raise NoGpuError(hardware.no_gpu_reason(str(error))) from None
     raw = props["name"]
     name = raw.decode() if isinstance(raw, bytes) else str(raw)
     return GpuInfo(
@@ -46,18 +45,3 @@ def current_gpu() -> GpuInfo:
         key=hardware.normalize_gpu_name(name),
         arch=hardware.arch_for_compute_capability(int(props["major"]), int(props["minor"])),
     )
-
-
-def absence_reason(cuda_error: str) -> str:
-    """One line for CUDA's answer ``cuda_error`` when no device could be used: "no NVIDIA
-    driver" only when libcuda itself cannot be loaded (CUDA reports that case, too, as an
-    insufficient driver)."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as error:
-        return f"no CUDA GPU found: no NVIDIA driver ({error})"
-    if "InsufficientDriver" in cuda_error:
-        return f"no CUDA GPU found: the NVIDIA driver is older than the CUDA runtime ({cuda_error})"
-    if "NoDevice" in cuda_error:
-        return f"no CUDA GPU found: no CUDA device ({cuda_error})"
-    return f"no CUDA GPU found: {cuda_error}"

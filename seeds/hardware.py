@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 
 
@@ -24,3 +25,21 @@ def normalize_gpu_name(name: str) -> str:
 def arch_for_compute_capability(major: int, minor: int) -> str:
     """NVRTC's real-architecture name for a compute capability: (9, 0) → ``"sm_90"``."""
     return f"sm_{major}{minor}"
+
+
+def no_gpu_reason(cuda_error: str) -> str:
+    """One line for the CUDA runtime's error ``cuda_error`` when no device could be used.
+
+    "no NVIDIA driver" only when libcuda itself cannot be loaded: the CUDA runtime reports that
+    case, too, as ``cudaErrorInsufficientDriver``, which otherwise means a driver older than
+    the runtime.
+    """
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as error:
+        return f"no CUDA GPU found: no NVIDIA driver ({error})"
+    if "InsufficientDriver" in cuda_error:
+        return f"no CUDA GPU found: the NVIDIA driver is older than the CUDA runtime ({cuda_error})"
+    if "NoDevice" in cuda_error:
+        return f"no CUDA GPU found: no CUDA device ({cuda_error})"
+    return f"no CUDA GPU found: {cuda_error}"

@@ -88,6 +88,22 @@ def test_without_a_driver_the_probe_says_no_nvidia_driver() -> None:
         assert str(caught.value).startswith("no CUDA GPU found: no NVIDIA driver (")
 
 
+@pytest.mark.skipif(_has_driver(), reason="an NVIDIA driver is installed")
+def test_without_a_driver_bench_says_no_nvidia_driver(tmp_path: Path) -> None:
+    """The evaluator's worker reports CUDA's "insufficient driver"; the report says what it is."""
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluator.bench", "--dtype", "float64"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "FAILED: gpu_unavailable. no CUDA GPU found: no NVIDIA driver (" in done.stdout
+
+
 @pytest.mark.gpu
 def test_an_index_past_the_devices_is_out_of_range() -> None:
     assert query_gpu(0).index == 0  # the GPU answers
