@@ -25,8 +25,12 @@ class Health(BaseModel):
     schema_head: str | None
 
 
-# Failures whose detail is a line of the compiler's log (evaluator.pipeline.compile_failure).
-COMPILE_LOG_CHECKS = frozenset({"compile", "compiler_crash"})
+def quotes_the_compiler(check: object) -> bool:
+    """Whether a failure of ``check`` may carry compiler output in its detail: every check of
+    the compile stage (``evaluator.pipeline.compile_failure``: ``compile``, ``compiler_crash``,
+    ``compile_time_limit``, ``compile_memory_limit``) and any later ``compile*`` one, by prefix,
+    so a new check is withheld rather than served by omission from a list."""
+    return isinstance(check, str) and check.startswith("compile")
 
 
 class EvaluationOut(BaseModel):
@@ -61,7 +65,7 @@ class EvaluationOut(BaseModel):
         if isinstance(report.get("compile"), dict):
             report["compile"] = {**report["compile"], "log": None}
         failure = report.get("failure")
-        if isinstance(failure, dict) and failure.get("check") in COMPILE_LOG_CHECKS:
+        if isinstance(failure, dict) and quotes_the_compiler(failure.get("check")):
             report["failure"] = {**failure, "detail": None}
         return out.model_copy(update={"report": report, "compile_log_withheld": True})
 

@@ -480,7 +480,13 @@ def _metrics(evaluation: Evaluation) -> dict[str, Any]:
 
 
 def _check_promotion(
-    evaluation: Evaluation, *, path: str, dtype: str, gpu_key: str, cubin_sha256: str
+    evaluation: Evaluation,
+    *,
+    path: str,
+    dtype: str,
+    gpu_key: str,
+    shape_bucket: str,
+    cubin_sha256: str,
 ) -> None:
     if evaluation.state != EvaluationState.VERIFIED.value:
         raise NotVerifiedError(
@@ -493,9 +499,10 @@ def _check_promotion(
             f"evaluation {evaluation.id} ran on {evaluation.gpu_key}, not {gpu_key}"
         )
     job = evaluation.program.job
-    if (job.path, job.dtype) != (path, dtype):
+    if (job.path, job.dtype, job.shape_bucket) != (path, dtype, shape_bucket):
         raise ChampionMismatchError(
-            f"program {evaluation.program_id} belongs to {job.path}/{job.dtype}, not {path}/{dtype}"
+            f"program {evaluation.program_id} belongs to "
+            f"{job.path}/{job.dtype}/{job.shape_bucket}, not {path}/{dtype}/{shape_bucket}"
         )
     compile_info = evaluation.report.get("compile")
     reported = compile_info.get("cubin_sha256") if isinstance(compile_info, dict) else None
@@ -563,7 +570,14 @@ def promote_champion(
     if evaluation is None:
         raise NotFoundError(f"evaluation {evaluation_id} not found")
     digest = sha256_hex(cubin)
-    _check_promotion(evaluation, path=path, dtype=dtype, gpu_key=gpu_key, cubin_sha256=digest)
+    _check_promotion(
+        evaluation,
+        path=path,
+        dtype=dtype,
+        gpu_key=gpu_key,
+        shape_bucket=shape_bucket,
+        cubin_sha256=digest,
+    )
     fields: dict[str, Any] = {
         "program_id": evaluation.program_id,
         "evaluation_id": evaluation.id,

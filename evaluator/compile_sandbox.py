@@ -394,10 +394,12 @@ class CompilerProcess:
             return SandboxCompile(bool(reply["ok"]), str(reply["log"]), cubin, seconds)
 
     def _limit_log(self, limit: str, reply: dict[str, Any]) -> str:
+        # The first line is ours alone (reports quote it); NVRTC's own log, which echoes what
+        # the candidate made it read, follows on the next lines.
         if limit == "memory":
             gib = self.address_space_bytes / 2**30
-            return f"NVRTC ran out of the {gib:.3g} GiB address-space limit ({reply['log']})"
-        return f"the compiler failed: {reply['log']}"
+            return f"NVRTC ran out of the {gib:.3g} GiB address-space limit\n{reply['log']}"
+        return f"the compiler failed\n{reply['log']}"
 
     def _died(self, start: float) -> SandboxCompile:
         """The child closed its pipe mid-compile: reap it and say how it ended."""

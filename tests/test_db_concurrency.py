@@ -30,14 +30,14 @@ def engine(fresh_database_url: str) -> Iterator[Engine]:
         engine.dispose()
 
 
-def _new_job(engine: Engine) -> int:
+def _new_job(engine: Engine, shape_bucket: str = "m64n64") -> int:
     with session_scope(engine) as s:
         return repo.create_job(
             s,
             path="trsm_small",
             dtype="float64",
             gpu=H200,
-            shape_bucket="m64n64",
+            shape_bucket=shape_bucket,
             config={},
             backend="offline",
             model=None,
@@ -200,14 +200,17 @@ def test_two_racing_promoters_leave_the_better_champion_every_round(
     """Promoters of 2.0 and 1.5 released together, in separate sessions and connections: 2.0
     stays whatever the order. Odd rounds race to insert the key's first champion, even rounds
     race to replace a 1.2 champion (the row-lock path)."""
-    job_id = _new_job(engine)
     cubins = {2.0: b"\x7fELF two", 1.5: b"\x7fELF one-five", 1.2: b"\x7fELF one-two"}
-    evaluations = {
-        score: _verified(engine, job_id, f"score-{score}", score, report_json(score, cubin=cubin))
-        for score, cubin in cubins.items()
-    }
     for round_no in range(PROMOTION_ROUNDS):
         bucket = f"race{round_no}"
+        # A champion of a bucket comes from a job of that bucket (promote_champion checks it).
+        job_id = _new_job(engine, bucket)
+        evaluations = {
+            score: _verified(
+                engine, job_id, f"r{round_no}-{score}", score, report_json(score, cubin=cubin)
+            )
+            for score, cubin in cubins.items()
+        }
         if round_no % 2 == 0:
             assert _promote(engine, evaluations[1.2], cubins[1.2], bucket) == "promoted"
         racers = [2.0, 1.5] if round_no % 4 < 2 else [1.5, 2.0]  # thread start order varies

@@ -532,8 +532,11 @@ def test_promote_refuses_mismatched_key_or_cubin(
     ev = _evaluation(db_session, program, report_json(2.0, cubin=cubin), state="verified")
     with pytest.raises(repo.ChampionMismatchError, match="ran on nvidia-h200, not nvidia-h100"):
         _promote(db_session, ev, cubin, gpu_key="nvidia-h100")
-    with pytest.raises(repo.ChampionMismatchError, match="trsm_small/float64, not"):
+    with pytest.raises(repo.ChampionMismatchError, match="trsm_small/float64/m64n64, not"):
         _promote(db_session, ev, cubin, dtype="float32")
+    # Another bucket's champion would dodge that bucket's "beats the champion" rule.
+    with pytest.raises(repo.ChampionMismatchError, match="not trsm_small/float64/m128"):
+        _promote(db_session, ev, cubin, shape_bucket="m128")
     with pytest.raises(repo.ChampionMismatchError, match="differs from the verified one"):
         _promote(db_session, ev, b"some other cubin")
     with pytest.raises(repo.InvalidValueError, match="config_kernel"):

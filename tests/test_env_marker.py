@@ -246,8 +246,12 @@ def test_program_detail_withholds_compile_logs_without_the_token(api_client, see
     assert wrong.status_code == 401
 
 
-def test_a_compile_error_line_is_withheld_too(fresh_database_url, monkeypatch, api_token):
-    """A compile failure's detail is the log's first error line: it echoes what NVRTC read."""
+@pytest.mark.parametrize(
+    "check", ["compile", "compiler_crash", "compile_time_limit", "compile_memory_limit"]
+)
+def test_a_compile_error_line_is_withheld_too(fresh_database_url, monkeypatch, api_token, check):
+    """A compile-stage failure's detail may quote the log (an error line, or once a limit
+    overrun's first NVRTC line): it echoes what NVRTC read, so every compile check is withheld."""
     from fastapi.testclient import TestClient
 
     from api.app import create_app
@@ -265,7 +269,7 @@ def test_a_compile_error_line_is_withheld_too(fresh_database_url, monkeypatch, a
                                              iteration=0, diff=None, backend="seed",
                                              model=None)  # fmt: skip
             report = {"status": "compile_error", "compile": {"log": "secret line"},
-                      "failure": {"check": "compile", "detail": "secret line"}}  # fmt: skip
+                      "failure": {"check": check, "detail": "secret line"}}  # fmt: skip
             repo.record_evaluation(s, program_id=program.id, report_json=json.dumps(report),
                                    gpu_key="none", gpu_name="none", arch="sm_90",
                                    driver_version=None, nvrtc_version="13.5", score=0.0,
