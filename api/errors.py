@@ -8,7 +8,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
-from api.validation import install_validation_handler
+from api.validation import encodable, install_validation_handler
 from db.errors import (
     ChampionMismatchError,
     DatabaseUnavailableError,
@@ -41,14 +41,16 @@ def status_for(exc: RepositoryError) -> int:
 
 async def _repository_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RepositoryError)
-    return JSONResponse(status_code=status_for(exc), content={"detail": str(exc)})
+    # The message may quote the client's text (an unknown dtype): a lone surrogate in it would
+    # make the answer itself fail to encode.
+    return JSONResponse(status_code=status_for(exc), content={"detail": encodable(str(exc))})
 
 
 def _unavailable_response(exc: DatabaseUnavailableError) -> JSONResponse:
     # Retry-After: a lock is held for a transaction's length (seconds), not minutes.
     return JSONResponse(
         status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
-        content={"detail": str(exc)},
+        content={"detail": encodable(str(exc))},
         headers={"Retry-After": "1"},
     )
 

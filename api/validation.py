@@ -4,7 +4,8 @@ FastAPI's default handler returns every validation error with its ``input``: a 2
 one bad field comes back as a 20 MB answer (and a body of many bad items as one error each).
 This handler keeps the convention (``{"detail": [{"loc", "msg", "type"}, …]}``) but cuts every
 echoed text, keeps ``input`` only as a short text of a scalar, and reports at most
-``MAX_ERRORS`` errors.
+``MAX_ERRORS`` errors. Echoed text is made encodable first: JSON's ``\ud800`` escape gives a lone
+surrogate, which UTF-8 cannot encode (the answer would have been a 500 with a traceback).
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ ECHO_LIMIT = 60
 MESSAGE_LIMIT = 300
 
 
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate written as its escape (``\\ud800``): what a client's
+    text becomes before an answer echoes it, so that encoding the answer as UTF-8 cannot fail."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[: limit // 2]}…({len(text)} characters)"
+    """``text`` cut to about ``limit`` characters (its length said), then made encodable."""
+    cut = text if len(text) <= limit else f"{text[: limit // 2]}…({len(text)} characters)"
+    return encodable(cut)
 
 
 def brief(error: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +42,7 @@ def brief(error: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "loc": loc,
         "msg": _cut(str(error.get("msg", "")), MESSAGE_LIMIT),
-        "type": str(error.get("type", "")),
+        "type": encodable(str(error.get("type", ""))),
     }
     given = error.get("input")
     if isinstance(given, str | int | float | bool):

@@ -12,10 +12,31 @@ import re
 from pathlib import Path
 from typing import Any
 
+import annotated_types
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from evolver.errors import JobConfigError
+
+# Upper bounds of the job's numbers. Each sizes something OpenEvolve allocates or repeats (a set,
+# a dict and a list per island, the population held in memory and written to every checkpoint,
+# programs copied into every prompt), so an absurd value would exhaust memory or disk instead of
+# failing; each is far above any sensible job. The CLI's options take their ranges from here.
+MAX_ITERATIONS = 1_000_000  # also bounds every interval counted in iterations
+MAX_ISLANDS = 64
+MAX_POPULATION = 10_000  # programs held in memory and written to each checkpoint
+MAX_KEEP_CHECKPOINTS = 100  # each checkpoint holds the whole population on disk
+MAX_FEATURE_BINS = 1_000  # per MAP-Elites axis
+MAX_PROMPT_PROGRAMS = 32  # programs quoted in one prompt, each up to max_code_length
+MAX_CODE_LENGTH = 1_000_000  # characters of one program
+MAX_EVALUATOR_TIMEOUT_S = 86_400
+MAX_GPU_INDEX = 1023  # as KERNEVO_GPU
+MAX_LLM_TOKENS = 1_048_576
+MAX_LLM_TIMEOUT_S = 3_600
+MAX_LLM_RETRIES = 10
+# Text lengths: the job row's columns (path 64, dtype 16, model 256 characters) and PATH_MAX.
+MAX_NAME_LENGTH = 256
+MAX_URL_LENGTH = 4096
 
 
 class LLMSection(BaseModel):
@@ -25,15 +46,17 @@ class LLMSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    base_url: str | None = None
-    model: str | None = None
+    base_url: str | None = Field(default=None, max_length=MAX_URL_LENGTH)
+    model: str | None = Field(default=None, max_length=MAX_NAME_LENGTH)
     api_key_env: str | None = Field(
-        default=None, description="name of the environment variable that holds the API key"
+        default=None,
+        max_length=MAX_NAME_LENGTH,
+        description="name of the environment variable that holds the API key",
     )
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=8192, ge=256)
-    timeout_s: int = Field(default=180, ge=5, description="per LLM request")
-    retries: int = Field(default=2, ge=0)
+    max_tokens: int = Field(default=8192, ge=256, le=MAX_LLM_TOKENS)
+    timeout_s: int = Field(default=180, ge=5, le=MAX_LLM_TIMEOUT_S, description="per LLM request")
+    retries: int = Field(default=2, ge=0, le=MAX_LLM_RETRIES)
 
     @field_validator("base_url")
     @classmethod
@@ -61,32 +84,40 @@ class JobConfig(BaseModel):
     evaluator's hard timeout so ours fires first: OpenEvolve's timeout returns metrics without
     the MAP-Elites feature dimensions and the child is dropped. A value that does not is refused
     (:func:`evaluator_hard_limit_s`). ``keep_checkpoints``: the newest checkpoints kept on disk,
-    at least 2 so a broken newest one has one to fall back to.
+    at least 2 so a broken newest one has one to fall back to. Every number has an upper bound
+    (the ``MAX_*`` constants above): a value past it is refused, not allocated.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str
-    dtype: str
-    gpu: int = Field(default=0, ge=0, description="CUDA device index evaluations run on")
+    path: str = Field(max_length=64)
+    dtype: str = Field(max_length=16)
+    gpu: int = Field(
+        default=0, ge=0, le=MAX_GPU_INDEX, description="CUDA device index evaluations run on"
+    )
     compile_only: bool = Field(
         default=False, description="no GPU: evaluations stop after compiling and score 0"
     )
-    iterations: int = Field(default=60, ge=1)
-    checkpoint_interval: int = Field(default=5, ge=1)
-    keep_checkpoints: int = Field(default=3, ge=2, description="newest checkpoints kept on disk")
-    islands: int = Field(default=2, ge=1)
-    population: int = Field(default=200, ge=2)
-    archive: int = Field(default=50, ge=1)
-    migration_interval: int = Field(default=20, ge=1)
-    feature_bins: int = Field(default=8, ge=2)
+    iterations: int = Field(default=60, ge=1, le=MAX_ITERATIONS)
+    checkpoint_interval: int = Field(default=5, ge=1, le=MAX_ITERATIONS)
+    keep_checkpoints: int = Field(
+        default=3, ge=2, le=MAX_KEEP_CHECKPOINTS, description="newest checkpoints kept on disk"
+    )
+    islands: int = Field(default=2, ge=1, le=MAX_ISLANDS)
+    population: int = Field(default=200, ge=2, le=MAX_POPULATION)
+    archive: int = Field(default=50, ge=1, le=MAX_POPULATION)
+    migration_interval: int = Field(default=20, ge=1, le=MAX_ITERATIONS)
+    feature_bins: int = Field(default=8, ge=2, le=MAX_FEATURE_BINS)
     seed: int = Field(default=42, ge=0, le=2**32 - 1)
-    num_top_programs: int = Field(default=3, ge=0)
-    num_diverse_programs: int = Field(default=2, ge=0)
-    evaluator_timeout_s: int = Field(default=900, ge=30)
-    max_code_length: int = Field(default=60_000, ge=1_000)
+    num_top_programs: int = Field(default=3, ge=0, le=MAX_PROMPT_PROGRAMS)
+    num_diverse_programs: int = Field(default=2, ge=0, le=MAX_PROMPT_PROGRAMS)
+    evaluator_timeout_s: int = Field(default=900, ge=30, le=MAX_EVALUATOR_TIMEOUT_S)
+    max_code_length: int = Field(default=60_000, ge=1_000, le=MAX_CODE_LENGTH)
     promote_every: int = Field(
-        default=10, ge=1, description="iterations between champion promotions while running"
+        default=10,
+        ge=1,
+        le=MAX_ITERATIONS,
+        description="iterations between champion promotions while running",
     )
     llm: LLMSection = LLMSection()
 
@@ -98,13 +129,17 @@ class JobConfig(BaseModel):
         get_path(value)  # UnknownPathError is a ValueError: pydantic reports its message
         return value
 
-    @model_validator(mode="after")
-    def _dtype_of_path(self) -> JobConfig:
+    @field_validator("dtype")
+    @classmethod
+    def _dtype_of_path(cls, value: str, info: ValidationInfo) -> str:
+        # A field validator (not a model one), so that the error is located at "dtype"; the
+        # path was validated first (fields validate in order) and is absent when it failed.
         from seeds.registry import get_path
-        from seeds.spec import check_dtype
+        from seeds.spec import DTYPES, check_dtype
 
-        check_dtype(self.dtype, get_path(self.path).dtypes)
-        return self
+        path = info.data.get("path")
+        check_dtype(value, get_path(path).dtypes if path is not None else DTYPES)
+        return value
 
     @field_validator("evaluator_timeout_s")
     @classmethod
@@ -117,6 +152,30 @@ class JobConfig(BaseModel):
                 f"{limit:.0f}"
             )
         return value
+
+
+def int_range(name: str) -> tuple[int, int]:
+    """The inclusive range of the integer field ``name`` of :class:`JobConfig`, from its
+    constraints: the one source of the command line's ranges."""
+    low = high = None
+    for constraint in JobConfig.model_fields[name].metadata:
+        if isinstance(constraint, annotated_types.Ge):
+            low = int(constraint.ge)  # type: ignore[call-overload]
+        elif isinstance(constraint, annotated_types.Le):
+            high = int(constraint.le)  # type: ignore[call-overload]
+    if low is None or high is None:
+        raise LookupError(f"JobConfig.{name} is not an integer field with both bounds")
+    return low, high
+
+
+class JobOptionError(JobConfigError):
+    """A value given as an override (a command-line option), not read from the job file, that
+    does not validate; ``loc`` names its key (``("islands",)``, ``("llm", "model")``) and the
+    message says what is wrong, without the key."""
+
+    def __init__(self, message: str, loc: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 def evaluator_hard_limit_s() -> float:
@@ -154,15 +213,26 @@ def _one_line(error: ValidationError, source: str) -> str:
     return f"{source}: {loc}: {message}" if loc else f"{source}: {message}"
 
 
-def validate_job_config(data: dict[str, Any], source: str = "job config") -> JobConfig:
-    """Validate a mapping as a :class:`JobConfig`.
+def validate_job_config(
+    data: dict[str, Any],
+    source: str = "job config",
+    overridden: frozenset[tuple[str, ...]] = frozenset(),
+) -> JobConfig:
+    """Validate a mapping as a :class:`JobConfig`; ``overridden`` holds the keys whose values
+    came from the command line rather than from ``source``.
 
     Raises:
+        JobOptionError: the first bad key is one of ``overridden`` (a usage error).
         JobConfigError: one line naming the first bad key (unknown, missing or out of range).
     """
     try:
         return JobConfig.model_validate(data)
     except ValidationError as error:
+        first = error.errors()[0]
+        loc = tuple(str(part) for part in first["loc"])
+        if loc in overridden:
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise JobOptionError(message, loc) from None
         raise JobConfigError(_one_line(error, source)) from None
 
 
@@ -191,6 +261,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A scalar PyYAML cannot convert raises a bare ValueError without a position: an integer
+        # past Python's 4300 digits, a date such as 2024-02-30. Say where it is, as for syntax.
+        try:
+            return super().construct_object(node, deep=deep)
+        except ValueError as error:
+            problem = str(error).split(";")[0]  # not Python's advice on sys.set_int_max_str_digits
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read the value: {problem}", node.start_mark
+            ) from None
 
 
 def _yaml_reason(error: yaml.YAMLError) -> str:
@@ -248,9 +329,10 @@ def load_job_config(
     environment's, e.g. ``KERNEVO_GPU``).
 
     Raises:
+        JobOptionError: an override does not validate (it, not the file, is at fault).
         JobConfigError: the file is unreadable, larger than ``MAX_JOB_FILE_BYTES``, not UTF-8,
-            not YAML (syntax, a key given twice, nesting too deep), not a mapping, or does not
-            validate.
+            not YAML (syntax, a key given twice, nesting too deep, a value that cannot be
+            converted), not a mapping, or does not validate.
     """
     data: dict[str, Any] = {}
     source = "job config"
@@ -270,13 +352,17 @@ def load_job_config(
         data = loaded
     for key, value in (defaults or {}).items():
         data.setdefault(key, value)
+    overridden: set[tuple[str, ...]] = set()
     for key, value in overrides.items():
         if value is None:
             continue
         if key == "llm" and isinstance(value, dict):
             section = dict(data.get("llm") or {})
-            section.update({k: v for k, v in value.items() if v is not None})
+            given = {k: v for k, v in value.items() if v is not None}
+            section.update(given)
             data["llm"] = section
+            overridden.update(("llm", k) for k in given)
         else:
             data[key] = value
-    return validate_job_config(data, source)
+            overridden.add((key,))
+    return validate_job_config(data, source, frozenset(overridden))

@@ -9,6 +9,11 @@ checked against the lineage store first (an older checkpoint is taken when it is
 OpenEvolve restarts from it and runs the iterations left. Iterations after that checkpoint which
 the killed run had recorded run again; their programs are recorded as re-runs.
 
+Stopping: SIGTERM while OpenEvolve runs is its graceful shutdown; anywhere else in
+``start_job``/``resume_job`` (setup, the last promotion) it raises :class:`JobStopped`. Either
+way a job whose row exists ends ``failed`` (resumable) with the line "job N stopped by SIGTERM
+…", and the outcome carries the signal (the CLI's exit 143).
+
 Process lifetime: OpenEvolve's pool workers, and the GPU workers they start, end when this
 process ends, however it ends (``evaluator.parent_watch``); ``kill -9`` of the job leaves no
 worker behind.
@@ -23,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
-from contextlib import ExitStack
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +80,42 @@ class JobOutcome:
     signal: int | None = None
 
 
+class JobStopped(BaseException):
+    """SIGTERM outside OpenEvolve's run, raised where the main thread is (see
+    :func:`_stopping_on_sigterm`). A ``BaseException``, as ``KeyboardInterrupt``, so that no
+    ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def _noted(signum: int, frame: Any) -> None:
+    """A handler that does nothing: a Python function, not ``SIG_IGN``, which processes
+    started meanwhile (OpenEvolve's pool workers) would inherit across exec."""
+
+
+@contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`JobStopped` (once: a second one while the job
+    is being marked failed is ignored); OpenEvolve's run puts its own handler in place
+    meanwhile, and ``openevolve_host.signal_handlers_restored`` this one back. Without it the
+    default action would end the process mid-setup, the job row left ``running``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (OpenEvolve's run needs it too)
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signum, _noted)
+        raise JobStopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _prepare_work_root(work_dir: Path) -> Path:
     """Create the work folder (``KERNEVO_WORK_DIR``) and check it is writable, before any job row
     exists, so a bad folder leaves nothing behind in the store.
@@ -121,11 +163,19 @@ def start_job(
 
     Raises:
         NoGpuError, LLMEndpointError, WorkDirError, StoreError: before the job row exists.
+        JobStopped: SIGTERM before the job row exists (after, the outcome says so).
         WorkDirError: the job's own folder cannot be created or locked; the row is then
             marked ``failed``.
         JobFailedError: an unexpected error after; the job row is then marked ``failed``
             (resumable).
     """
+    with _stopping_on_sigterm():
+        return _start_job(job, settings=settings, database_url=database_url, write=write)
+
+
+def _start_job(
+    job: JobConfig, *, settings: EvolverSettings, database_url: str, write: Write
+) -> JobOutcome:
     from db import repository
     from db.session import session_scope
 
@@ -137,19 +187,27 @@ def start_job(
     resolved = {"base_url": backend.base_url, "api_key_env": backend.api_key_env}
     resolved["model"] = None if backend.offline else backend.model
     job = job.model_copy(update={"llm": job.llm.model_copy(update=resolved)})
-    with session_scope(engine) as s:
-        row = repository.create_job(
-            s,
-            path=job.path,
-            dtype=job.dtype,
-            gpu=gpu.key if gpu else NO_GPU_KEY,
-            shape_bucket=spec.shape_bucket,
-            config=job.model_dump(mode="json"),
-            backend=backend.kind,
-            model=backend.model,
+    job_id: int | None = None
+    try:
+        with session_scope(engine) as s:
+            row = repository.create_job(
+                s,
+                path=job.path,
+                dtype=job.dtype,
+                gpu=gpu.key if gpu else NO_GPU_KEY,
+                shape_bucket=spec.shape_bucket,
+                config=job.model_dump(mode="json"),
+                backend=backend.kind,
+                model=backend.model,
+            )
+            job_id = row.id  # known before the commit: a stop during it still marks the row
+        return _run(
+            job, job_id, engine, gpu, backend, settings=settings, resuming=False, write=write
         )
-        job_id = row.id
-    return _run(job, job_id, engine, gpu, backend, settings=settings, resuming=False, write=write)
+    except JobStopped as stop:  # between the row's creation and _run's own guard
+        if job_id is None:
+            raise
+        return _stopped(engine, job_id, job, stop.signum, write)
 
 
 def resume_job(
@@ -170,7 +228,23 @@ def resume_job(
     Raises:
         ResumeError: no such job, a finished one, a running one, or another GPU model.
         NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError: one line.
+        JobStopped: SIGTERM before the job's lock was taken (the row is left as it was: it may
+            be another process's running job).
     """
+    with _stopping_on_sigterm():
+        return _resume_job(
+            job_id, overrides=overrides, settings=settings, database_url=database_url, write=write
+        )
+
+
+def _resume_job(
+    job_id: int | None,
+    *,
+    overrides: dict[str, Any],
+    settings: EvolverSettings,
+    database_url: str,
+    write: Write,
+) -> JobOutcome:
     from db import repository
     from db.session import session_scope
 
@@ -284,6 +358,8 @@ def _run(
                 best_speedup=best_speedup,
             )
         except BaseException as error:
+            if isinstance(error, JobStopped):  # SIGTERM in setup: an outcome, as in the run
+                return _stopped(engine, job_id, job, error.signum, write)
             # Mark the job failed (resumable) unless it was cancelled meanwhile.
             interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit
             _mark_failed(engine, job_id, "interrupted" if interrupted else "error")
@@ -294,6 +370,39 @@ def _run(
                 f"job {job_id} ({spec.path_id} {job.dtype}) failed: {type(error).__name__}: "
                 f"{reason}; resume with 'kernevo evolve --resume {job_id}'"
             ) from error
+
+
+def _stopped_message(job_id: int, signum: int | None, iteration: int, total: int) -> str:
+    by = f" by {signal.Signals(signum).name}" if signum is not None else ""
+    return (
+        f"job {job_id} stopped{by} at iteration {iteration} of {total}; "
+        f"resume with 'kernevo evolve --resume {job_id}'"
+    )
+
+
+def _stopped(engine: Engine, job_id: int, job: JobConfig, signum: int, write: Write) -> JobOutcome:
+    """A job stopped by ``signum`` outside OpenEvolve's run: marked ``failed`` (resumable, unless
+    cancelled meanwhile), with the summary line ``_finish`` writes for a stopped run."""
+    from db import repository
+    from db.session import session_scope
+
+    _mark_failed(engine, job_id, "interrupted")
+    state, iteration, best_score, best_speedup = "failed", 0, 0.0, 0.0
+    programs = 0
+    try:
+        with session_scope(engine) as s:
+            row = repository.get_job(s, job_id)
+            state, iteration = row.state, row.iteration
+            best_score, best_speedup = row.best_score or 0.0, row.best_speedup or 0.0
+        programs = _count_programs(engine, job_id)
+    except Exception:  # the store may be what is failing: the line matters more than its numbers
+        pass
+    message = _stopped_message(job_id, signum, iteration, job.iterations)
+    write(
+        f"{message}: best score {best_score:.3f} (speedup_64 {best_speedup:.2f}x), "
+        f"{programs} programs recorded"
+    )
+    return JobOutcome(job_id, state, iteration, best_score, best_speedup, programs, message, signum)
 
 
 def _mark_failed(engine: Engine, job_id: int, kind: str) -> None:
@@ -523,11 +632,7 @@ def _finish(
     else:
         interrupted = True
         state = "failed"
-        by = f" by {signal.Signals(signum).name}" if signum is not None else ""
-        message = (
-            f"job {job_id} stopped{by} at iteration {reporter.iteration} of {job.iterations}; "
-            f"resume with 'kernevo evolve --resume {job_id}'"
-        )
+        message = _stopped_message(job_id, signum, reporter.iteration, job.iterations)
     with session_scope(engine) as s:
         if repository.get_job(s, job_id).state == "cancelled":
             state = "cancelled"

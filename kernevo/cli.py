@@ -7,10 +7,12 @@ kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
 
 Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
 endpoint or service, wrong database URL, a work folder that cannot be written, a port in use)
-print one line on stderr and exit 1; usage errors exit 2: a bad argument, or a ``KERNEVO_*``
-variable that is unknown, empty or does not parse (checked against ``kernevo.environment``
-before anything runs); a job stopped by Ctrl-C exits 130 (128 + the signal number for
-SIGTERM). Set ``KERNEVO_DEBUG=1`` to see the traceback too.
+print one line on stderr and exit 1; usage errors exit 2: a bad argument (a value given on the
+command line that the job configuration refuses included), or a ``KERNEVO_*`` variable that is
+unknown, empty or does not parse (checked against ``kernevo.environment`` before anything runs);
+a job stopped by Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number). A closed stdout
+(``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=1`` to see the
+traceback too.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ if multiprocessing.current_process().name != "MainProcess":
 
 class CliError(Exception):
     """A one-line error of a subcommand (bad input, service unreachable)."""
+
+
+class _Stopped(BaseException):
+    """SIGTERM arrived before a job existed (or outside one): the command ends with 143.
+
+    A ``BaseException``, as ``KeyboardInterrupt``, so that no ``except Exception`` on the way
+    swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise _Stopped(signum)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,8 +133,17 @@ def _cmd_evolve(args: argparse.Namespace) -> int:
 
 
 def _evolve(args: argparse.Namespace) -> int:
+    from evolver.runner import JobStopped
+
+    try:
+        return _evolve_job(args)
+    except JobStopped as stop:  # before the job's row existed, or a resume before its lock
+        raise _Stopped(stop.signum) from None
+
+
+def _evolve_job(args: argparse.Namespace) -> int:
     from db.settings import DatabaseSettings
-    from evolver.job_config import load_job_config
+    from evolver.job_config import JobOptionError, load_job_config
     from evolver.progress import ConsoleWriter
     from evolver.runner import resume_job, start_job
     from evolver.settings import EvolverSettings
@@ -161,9 +187,14 @@ def _evolve(args: argparse.Namespace) -> int:
     else:
         if args.config is None and (args.path is None or args.dtype is None):
             raise CliError("evolve needs --path and --dtype (or --config FILE naming them)")
-        job = load_job_config(
-            args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
-        )
+        try:
+            job = load_job_config(
+                args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
+            )
+        except JobOptionError as error:
+            # The command line's value is at fault, not the job file: a usage error (exit 2).
+            option = "--" + "-".join(error.loc).replace("_", "-")
+            args.parser.error(f"argument {option}: {error}")
         outcome = start_job(job, settings=settings, database_url=database_url, write=write)
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
@@ -245,12 +276,25 @@ def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
     return parse
 
 
+def _job_int(name: str, what: str) -> Callable[[str], int]:
+    """An argparse type for the job setting ``name``: its range is ``JobConfig``'s."""
+    from evolver.job_config import int_range
+
+    return _int_in(*int_range(name), what)
+
+
+def _job_range(name: str) -> str:
+    """``JobConfig``'s range of ``name`` for a help text: ``1..64``."""
+    from evolver.job_config import int_range
+
+    low, high = int_range(name)
+    return f"{low}..{high}"
+
+
 _port = _int_in(1, 65535, "a port number")
 _count = _int_in(1, 2**31 - 1, "a positive integer")
-# Database ids are 32-bit on PostgreSQL; OpenEvolve's random seed is a 32-bit unsigned integer.
+# Database ids are 32-bit on PostgreSQL.
 _job_id = _int_in(1, 2**31 - 1, "a job id")
-_seed = _int_in(0, 2**32 - 1, "a seed")
-_device = _int_in(0, 1023, "a device index")
 _dimension = _int_in(1, 2**31 - 1, "a matrix dimension")
 
 # Lengths past which an argument is a mistake rather than a value: names (paths, dtypes, GPU
@@ -259,8 +303,9 @@ _NAME_MAX = 256
 _LONG_MAX = 4096
 
 
-def _text(what: str, max_len: int = _NAME_MAX) -> Callable[[str], str]:
-    """An argparse type: one line of 1..``max_len`` characters, else a usage error."""
+def _text(what: str, max_len: int = _NAME_MAX, *, file: bool = False) -> Callable[[str], str]:
+    """An argparse type: one line of 1..``max_len`` characters, else a usage error; UTF-8
+    unless it names a ``file`` (Linux file names are bytes)."""
 
     def parse(text: str) -> str:
         if not text.strip():
@@ -271,6 +316,13 @@ def _text(what: str, max_len: int = _NAME_MAX) -> Callable[[str], str]:
             )
         if any(char in text for char in "\n\r\x00"):
             raise argparse.ArgumentTypeError(f"expected {what} on one line, not {text!r}")
+        if not file and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8 arrive as lone surrogates
+                raise argparse.ArgumentTypeError(
+                    f"expected {what} in UTF-8, not {shorten(text)!r}"
+                ) from None
         return text
 
     return parse
@@ -295,6 +347,37 @@ def _host(text: str) -> str:
     problem = host_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"expected an IP address or host name: {problem}")
+    return text
+
+
+def _path_id(text: str) -> str:
+    """An argparse type: a path id the registry knows (``trsm_small``)."""
+    from seeds.registry import UnknownPathError, get_path
+
+    try:
+        get_path(_text("a path id")(text))
+    except UnknownPathError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _dtype(text: str) -> str:
+    """An argparse type: a dtype some path knows; whether the job's path knows it is checked
+    with the job (a usage error too, as the value came from here)."""
+    from seeds.spec import UnknownDtypeError, check_dtype
+
+    try:
+        return check_dtype(_text("a dtype")(text))
+    except UnknownDtypeError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _op(text: str) -> str:
+    """An argparse type: an operation some path implements (``trsm``)."""
+    from seeds.registry import OPS
+
+    if _text("an op")(text) not in OPS:
+        raise argparse.ArgumentTypeError(f"unknown op {text!r}; known ops: {', '.join(OPS)}")
     return text
 
 
@@ -561,13 +644,20 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     evolve = commands.add_parser("evolve", help="run or resume an evolution job")
-    evolve.add_argument("--path", type=_text("a path id"), help="algorithmic path, e.g. trsm_small")
-    evolve.add_argument(
-        "--dtype", type=_text("a dtype"), help="float32 | float64 | complex64 | complex128"
-    )
+    evolve.set_defaults(parser=evolve)  # a value the job configuration refuses: evolve's usage
+    evolve.add_argument("--path", type=_path_id, help="algorithmic path, e.g. trsm_small")
+    evolve.add_argument("--dtype", type=_dtype, help="float32 | float64 | complex64 | complex128")
     evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
-    evolve.add_argument("--iterations", type=_count, help="total iterations (default 60)")
-    evolve.add_argument("--gpu", type=_device, help="CUDA device index (default KERNEVO_GPU or 0)")
+    evolve.add_argument(
+        "--iterations",
+        type=_job_int("iterations", "a number of iterations"),
+        help=f"total iterations, {_job_range('iterations')} (default 60)",
+    )
+    evolve.add_argument(
+        "--gpu",
+        type=_job_int("gpu", "a device index"),
+        help=f"CUDA device index, {_job_range('gpu')} (default KERNEVO_GPU or 0)",
+    )
     evolve.add_argument(
         "--resume",
         type=_resume,
@@ -582,11 +672,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run without a GPU: evaluations stop after compiling and score 0 (tests, CI)",
     )
-    evolve.add_argument("--checkpoint-interval", type=_count)
-    evolve.add_argument("--islands", type=_count)
-    evolve.add_argument("--population", type=_count)
-    evolve.add_argument("--seed", type=_seed)
-    evolve.add_argument("--promote-every", type=_count)
+    for name, what, meaning in (
+        ("checkpoint_interval", "a number of iterations", "iterations between checkpoints"),
+        ("islands", "a number of islands", "MAP-Elites islands"),
+        ("population", "a population size", "programs kept"),
+        ("seed", "a seed", "random seed"),
+        ("promote_every", "a number of iterations", "iterations between promotions"),
+    ):
+        evolve.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=_job_int(name, what),
+            help=f"{meaning}, {_job_range(name)}",
+        )
     evolve.add_argument(
         "--llm-base-url", type=_url, help="OpenAI-compatible endpoint (default: offline)"
     )
@@ -605,14 +702,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_serve)
 
     best = commands.add_parser("best", help="the champion kernel serving a problem")
-    best.add_argument("--op", type=_text("an op"), default="trsm")
-    best.add_argument("--dtype", type=_text("a dtype"), required=True)
+    best.add_argument("--op", type=_op, default="trsm")
+    best.add_argument("--dtype", type=_dtype, required=True)
     best.add_argument("--m", type=_dimension, required=True)
     best.add_argument("--n", type=_dimension, required=True)
     best.add_argument(
         "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
     )
-    best.add_argument("--device", type=_device, default=0, help="device asked when --gpu is unset")
+    best.add_argument(
+        "--device",
+        type=_job_int("gpu", "a device index"),
+        default=0,
+        help="device asked when --gpu is unset",
+    )
     best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)
 
@@ -641,7 +743,7 @@ def _path_arg(text: str) -> Any:
     """An argparse type: a file or folder path (1..4096 characters), ``~`` expanded."""
     from pathlib import Path
 
-    return Path(_text("a path", _LONG_MAX)(text)).expanduser()
+    return Path(_text("a path", _LONG_MAX, file=True)(text)).expanduser()
 
 
 _database_url = _text("a database URL", _LONG_MAX)
@@ -667,9 +769,61 @@ def _check_environment(args: argparse.Namespace) -> None:
         read_settings(settings_class)
 
 
+class _StdoutWhileRead:
+    """What commands print to: stdout until its reader goes away (a closed pipe: ``kernevo jobs
+    | head -3``), then nothing. The command finishes its work (``kernevo lock`` still writes its
+    file) and keeps its exit status. On the first ``BrokenPipeError`` the descriptor is pointed
+    at /dev/null (Python's recipe), so that later writes and the interpreter's last flush of what
+    is still buffered succeed instead of printing "Exception ignored … BrokenPipeError"."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _to_devnull(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        finally:
+            os.close(null)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, 1 error,
-    2 usage: arguments or ``KERNEVO_*`` environment, 130 Ctrl-C)."""
+    """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, also when
+    stdout's reader went away; 1 error; 2 usage: arguments or ``KERNEVO_*`` environment; 130
+    Ctrl-C; 143 SIGTERM)."""
+    # SIGTERM ends the command with a line and 143 rather than silently; ``kernevo evolve``
+    # replaces the handler with the runner's while a job exists (the job is marked failed).
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    stdout = sys.stdout
+    sys.stdout = _StdoutWhileRead(stdout)
+    try:
+        return _main(argv)
+    except _Stopped as stop:
+        print(f"kernevo: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        sys.stdout.flush()  # output to a pipe is buffered: a reader gone shows here, quietly
+        sys.stdout = stdout
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         _check_environment(args)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fastapi.testclient import TestClient
 
-from api.validation import ECHO_LIMIT, MAX_ERRORS
+from api.validation import ECHO_LIMIT, MAX_ERRORS, brief
 
 TWENTY_MB = 20 * 1024 * 1024
 
@@ -62,3 +63,56 @@ def test_query_errors_keep_their_location_and_message(api_client: TestClient) ->
     assert error["loc"] == ["query", "m"]
     assert error["type"] == "int_parsing_size"
     assert error["input"].endswith("…(5000 characters)")
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "echoed"),
+    [
+        (b'{"state": "\\ud800"}', ["body", "state"], "\\ud800"),
+        (b'{"state": "x\\udfff\\ud800"}', ["body", "state"], "x\\udfff\\ud800"),
+        (b'{"\\ud800": 1, "state": "cancelled"}', ["body"], "\\ud800"),
+    ],
+)
+def test_a_lone_surrogate_in_the_body_is_a_422_not_a_500(
+    api_client: TestClient, api_token: str, body: bytes, loc: list, echoed: str
+) -> None:
+    """JSON's \\ud800 escape decodes to a lone surrogate, which UTF-8 cannot encode: the answer
+    echoing it failed to encode (500 with a traceback)."""
+    headers = {"Authorization": f"Bearer {api_token}", "Content-Type": "application/json"}
+    response = api_client.patch("/v1/jobs/1", content=body, headers=headers)
+    assert response.status_code == 422
+    (error,) = response.json()["detail"]
+    assert error["loc"] == loc and error["type"] == "string_unicode"
+    assert error["input"] == echoed  # the escape, as text
+    assert "\n" not in error["msg"]
+
+
+def test_a_surrogate_in_a_location_or_message_is_escaped() -> None:
+    error = {"loc": ("body", "k\ud800"), "msg": "bad \udcff", "type": "t", "input": "\ud800" * 100}
+    out = brief(error)
+    assert out["loc"] == ["body", "k\\ud800"] and out["msg"] == "bad \\udcff"
+    assert out["input"].startswith("\\ud800" * 30) and out["input"].endswith("(100 characters)")
+    json.dumps(out, ensure_ascii=False).encode("utf-8")  # encodable
+
+
+def test_repository_and_database_errors_quoting_client_text_still_encode() -> None:
+    """Their messages may quote the client's text (an unknown dtype); the 404/422/503 answer
+    must encode whatever it quotes."""
+    import asyncio
+
+    from api.errors import _database_unavailable, _repository_error
+    from db.errors import DatabaseUnavailableError, InvalidValueError, NotFoundError
+
+    for handler, exc, status in (
+        (_repository_error, InvalidValueError("unknown dtype '\ud800'"), 422),
+        (_repository_error, NotFoundError("no job '\udcff'"), 404),
+        (
+            _database_unavailable,
+            DatabaseUnavailableError("locked", "database \ud800 is locked"),
+            503,
+        ),
+    ):
+        response = asyncio.run(handler(None, exc))  # type: ignore[arg-type]
+        assert response.status_code == status
+        detail = json.loads(response.body)["detail"]
+        assert "\\u" in detail and "\n" not in detail

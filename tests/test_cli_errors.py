@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,15 +156,112 @@ def test_missing_device_index_is_one_line(tmp_path: Path) -> None:
     assert line.startswith("kernevo: no CUDA GPU found")
 
 
-def test_unknown_path_and_dtype_are_one_line(tmp_path: Path) -> None:
-    line = _one_line_error(
-        _kernevo("evolve", "--path", "trsm_tiny", "--dtype", "float64", tmp_path=tmp_path)
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--path", "trsm_tiny", "--dtype", "float64"],
+         "argument --path: unknown path 'trsm_tiny'; known paths: trsm_small"),
+        (["--path", "../../etc", "--dtype", "float32", "--compile-only", "--iterations", "1"],
+         "argument --path: unknown path '../../etc'; known paths: trsm_small"),
+        (["--path", "trsm_small", "--dtype", "int8", "--compile-only"],
+         "argument --dtype: unknown dtype 'int8'; expected one of float32, float64, complex64, "
+         "complex128"),
+        (["--resume", "--path", "trsm_tiny", "--dtype", "float64"],
+         "argument --path: unknown path 'trsm_tiny'; known paths: trsm_small"),
+    ],
+)  # fmt: skip
+def test_an_unknown_path_or_dtype_on_the_command_line_is_a_usage_error(
+    tmp_path: Path, args: list[str], line: str
+) -> None:
+    done = _kernevo("evolve", *args, tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert _one_line_error(done) == f"kernevo evolve: error: {line} (see kernevo evolve --help)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        ("path: ../../etc\ndtype: float32\n",
+         "path: unknown path '../../etc'; known paths: trsm_small"),
+        ("path: trsm_small\ndtype: int8\n", "dtype: unknown dtype 'int8'; expected one of "),
+        ("path: trsm_small\ndtype: float32\nislands: 65\n",
+         "islands: Input should be less than or equal to 64"),
+    ],
+)  # fmt: skip
+def test_the_same_bad_value_in_a_job_file_is_an_error_of_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, line: str
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(content)
+    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"kernevo: {job}: {line}") and len(err.splitlines()) == 1
+
+
+def test_a_command_line_value_the_job_file_path_refuses_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dtype is a known dtype but not one of the file's path: the option is at fault."""
+    import dataclasses
+
+    from seeds import registry
+
+    spec = registry.PATHS["trsm_small"]
+    monkeypatch.setitem(
+        registry.PATHS, "trsm_small", dataclasses.replace(spec, dtypes=("float64",))
     )
-    assert line == "kernevo: job config: path: unknown path 'trsm_tiny'; known paths: trsm_small"
-    line = _one_line_error(
-        _kernevo("evolve", "--path", "trsm_small", "--dtype", "float16", tmp_path=tmp_path)
+    job = tmp_path / "job.yaml"
+    job.write_text("path: trsm_small\ncompile_only: true\n")
+    line = _usage_error(capsys, ["evolve", "--config", str(job), "--dtype", "float32"])
+    assert line == (
+        "kernevo evolve: error: argument --dtype: unknown dtype 'float32'; expected one of "
+        "float64 (see kernevo evolve --help)"
     )
-    assert "unknown dtype 'float16'" in line and "complex128" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def _job_option_cases() -> list[tuple[str, str, int, int]]:
+    from evolver.job_config import int_range
+
+    names = ["iterations", "gpu", "checkpoint_interval", "islands", "population", "seed"]
+    return [(f"--{n.replace('_', '-')}", n, *int_range(n)) for n in [*names, "promote_every"]]
+
+
+@pytest.mark.parametrize(("option", "name", "low", "high"), _job_option_cases())
+def test_job_options_take_their_ranges_from_the_job_configuration(
+    capsys: pytest.CaptureFixture[str], option: str, name: str, low: int, high: int
+) -> None:
+    from kernevo.cli import _parser
+
+    for value in (low, high):
+        args = _parser().parse_args([*_EVOLVE, option, str(value)])
+        assert getattr(args, name) == value
+    for value in (low - 1, high + 1, 10**20):
+        line = _usage_error(capsys, [*_EVOLVE, option, str(value)])
+        assert line.startswith(f"kernevo evolve: error: argument {option}: ")
+        assert f"must be {low}..{high}, not {value}" in line
+    with pytest.raises(SystemExit):
+        main(["evolve", "--help"])
+    assert f"{low}..{high}" in capsys.readouterr().out  # the help says the range
+
+
+def test_a_job_file_asking_for_10_to_the_20_islands_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "big.yaml"
+    job.write_text(
+        "path: trsm_small\ndtype: float32\ncompile_only: true\niterations: 1\n"
+        "islands: 100000000000000000000\n"
+    )
+    start = time.monotonic()
+    done = _kernevo("evolve", "--config", str(job), tmp_path=tmp_path)
+    assert time.monotonic() - start < 60
+    assert done.returncode == 1
+    assert _one_line_error(done) == (
+        f"kernevo: {job}: islands: Input should be less than or equal to 64"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.yaml"]  # no database, no job
 
 
 def test_misspelt_config_key_is_one_line(tmp_path: Path) -> None:
@@ -531,6 +629,14 @@ _BEST = ["best", "--dtype", "float64", "--m", "8", "--n", "8"]
         ([*_EVOLVE, "--llm-base-url", "localhost:11434"], "--llm-base-url", "http:// or https://"),
         ([*_EVOLVE, "--llm-api-key-env", "MY KEY"], "--llm-api-key-env", "variable name"),
         ([*_EVOLVE, "--llm-model", "a\nb"], "--llm-model", "on one line"),
+        (
+            [*_EVOLVE, "--llm-model", "m\udcff"],
+            "--llm-model",
+            "a model name in UTF-8, not 'm\\udcff'",
+        ),
+        ([*_EVOLVE, "--islands", "2147483647"], "--islands", "must be 1..64, not 2147483647"),
+        ([*_BEST[:2], "int8", *_BEST[3:]], "--dtype", "unknown dtype 'int8'; expected one of"),
+        ([*_BEST, "--op", "gemm"], "--op", "unknown op 'gemm'; known ops: trsm"),
         ([*_BEST, "--gpu", "x" * 1_000_000], "--gpu", "of at most 256 characters"),
         ([*_BEST[:4], "0", "--n", "8"], "--m", "must be 1..2147483647, not 0"),
         ([*_BEST[:4], "9" * 100_000, "--n", "8"], "--m", "not a 100000-digit number"),
@@ -661,3 +767,151 @@ def test_an_error_answer_is_one_line_whatever_its_shape() -> None:
     assert _error_detail(httpx.Response(500, json=[1, 2])) == "[1,2]"  # the body as sent
     huge = _error_detail(httpx.Response(502, text="<html> " + "x " * 1_000_000))
     assert len(huge) <= 1001 and "\n" not in huge
+
+
+# --- a reader that goes away (kernevo jobs | head -3): quiet, exit 0 ---------------------------
+
+
+class _StubService:
+    """A local service answering ``/v1/kernels/best`` with a champion and ``/v1/jobs`` with
+    ``rows`` jobs, in a thread of this process."""
+
+    def __init__(self, rows: int) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from test_loader_resolver import champion_json
+
+        job = {
+            "id": 1, "path": "trsm_small", "dtype": "float64", "gpu": "none", "state": "running",
+            "iteration": 3, "config": {"iterations": 10}, "best_score": 0.0, "best_speedup": 0.0,
+            "programs": 4, "backend": "offline", "model": "offline-mutator", "stale": False,
+            "heartbeat_age_s": 3.0,
+        }  # fmt: skip
+        answers = {
+            "/v1/kernels/best": json.dumps(champion_json(signer=None)).encode(),
+            "/v1/jobs": json.dumps([{**job, "id": i + 1} for i in range(rows)]).encode(),
+        }
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                body = answers[self.path.split("?")[0]]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def stub_service() -> Iterator[_StubService]:
+    stub = _StubService(rows=3000)  # ~400 KB listed: more than a pipe holds
+    yield stub
+    stub.server.shutdown()
+    stub.server.server_close()
+
+
+def _into_closed_pipe(
+    *args: str, tmp_path: Path, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``kernevo ARGS`` with stdout a real pipe whose reader has already gone."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
+    env.update(env_extra or {})
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "kernevo.cli", *args],
+            env=env, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+            cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+def _a_database_with_a_job(tmp_path: Path) -> str:
+    from db import repository
+    from db.migrate import upgrade
+    from db.session import make_engine, session_scope
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        repository.create_job(
+            s, path="trsm_small", dtype="float64", gpu="none", shape_bucket="m64n64",
+            config={"iterations": 10}, backend="offline", model="offline-mutator",
+        )  # fmt: skip
+    engine.dispose()
+    return url
+
+
+def test_jobs_best_and_keys_into_a_closed_pipe_exit_quietly(
+    tmp_path: Path, stub_service: _StubService
+) -> None:
+    url = _a_database_with_a_job(tmp_path)
+    best = ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu", "nvidia-h200"]
+    for args in (
+        ["jobs", "--database-url", url],
+        ["jobs", "--api-url", stub_service.url],
+        [*best, "--api-url", stub_service.url],
+        ["keys", "--dir", str(tmp_path / "keys")],
+    ):
+        done = _into_closed_pipe(*args, tmp_path=tmp_path)
+        assert (done.returncode, done.stderr) == (0, ""), args
+    assert list((tmp_path / "keys").iterdir())  # keys did its work before printing
+
+
+def test_jobs_into_head_1_exits_quietly_when_the_reader_leaves_mid_listing(
+    tmp_path: Path, stub_service: _StubService
+) -> None:
+    """A listing larger than the pipe: the reader leaves while kernevo is still printing."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
+    job = subprocess.Popen(
+        [sys.executable, "-m", "kernevo.cli", "jobs", "--api-url", stub_service.url]
+        + ["--limit", "3000"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert job.stdout is not None and job.stderr is not None
+    assert job.stdout.readline().split()[:2] == ["id", "path"]
+    job.stdout.close()  # what head -1 does after its line
+    assert job.wait(120) == 0
+    assert job.stderr.read() == ""
+
+
+def test_lock_into_a_closed_pipe_writes_the_lock_file_and_exits_quietly(tmp_path: Path) -> None:
+    import base64
+
+    from test_loader_lock_cli import _champion
+    from test_loader_resolver import SIGNER
+
+    from kernevo.cache import ChampionCache
+    from kernevo.keys import public_raw_of
+
+    cache = ChampionCache(tmp_path / "cache")
+    cache.store(_champion(program_id=17))
+    env = {
+        "KERNEVO_TRUSTED_KEYS": base64.b64encode(public_raw_of(SIGNER)).decode(),
+        "KERNEVO_TRUST_LOCAL_KEY": "false",
+        "KERNEVO_CACHE_DIR": str(cache.root),
+    }
+    lock = tmp_path / "kernevo.lock"
+    done = _into_closed_pipe("lock", "-o", str(lock), tmp_path=tmp_path, env_extra=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert lock.exists()
+    # A command that fails after printing keeps its error and exit status.
+    lock.unlink()
+    env["KERNEVO_TRUSTED_KEYS"] = base64.b64encode(bytes(32)).decode()
+    done = _into_closed_pipe("lock", "-o", str(lock), tmp_path=tmp_path, env_extra=env)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()  # the error alone: no "Exception ignored … BrokenPipe"
+    assert line.startswith("kernevo: no trusted champion in the disk cache")
+    assert not lock.exists()

@@ -154,3 +154,135 @@ def test_fewer_than_two_kept_checkpoints_is_refused(keep: int) -> None:
     message = _error({"path": "trsm_small", "dtype": "float64", "keep_checkpoints": keep})
     assert message.startswith("job config: keep_checkpoints: ")
     assert "greater than or equal to 2" in message
+
+
+# --- upper bounds: no number in a job file may size an allocation without limit ---------------
+
+_JOB = {"path": "trsm_small", "dtype": "float32", "compile_only": True}
+
+
+def _int_fields() -> list[tuple[str, ...]]:
+    """Every integer setting of a job, as a key path (``("llm", "retries")``)."""
+    fields = [(name,) for name, info in JobConfig.model_fields.items() if info.annotation is int]
+    fields += [("llm", n) for n, info in LLMSection.model_fields.items() if info.annotation is int]
+    return fields
+
+
+def _with(loc: tuple[str, ...], value: object) -> dict:
+    if len(loc) == 1:
+        return {**_JOB, loc[0]: value}
+    return {**_JOB, "llm": {loc[1]: value}}
+
+
+def _upper(loc: tuple[str, ...]) -> int:
+    import annotated_types
+
+    model = LLMSection if loc[0] == "llm" else JobConfig
+    (high,) = [
+        c.le for c in model.model_fields[loc[-1]].metadata if isinstance(c, annotated_types.Le)
+    ]
+    return int(high)
+
+
+@pytest.mark.parametrize("loc", _int_fields(), ids=lambda loc: ".".join(loc))
+def test_every_integer_setting_has_an_upper_bound_that_is_enforced(loc: tuple[str, ...]) -> None:
+    high = _upper(loc)
+    validate_job_config(_with(loc, high))  # the bound itself is allowed
+    for too_big in (high + 1, 10**20, 2**20000):
+        message = _error(_with(loc, too_big))
+        assert (
+            message == f"job config: {'.'.join(loc)}: Input should be less than or equal to {high}"
+        )
+
+
+def test_the_bounds_are_the_documented_ones() -> None:
+    from evolver.job_config import int_range
+
+    expected = {
+        "iterations": (1, 1_000_000),
+        "checkpoint_interval": (1, 1_000_000),
+        "promote_every": (1, 1_000_000),
+        "migration_interval": (1, 1_000_000),
+        "keep_checkpoints": (2, 100),
+        "islands": (1, 64),
+        "population": (2, 10_000),
+        "archive": (1, 10_000),
+        "feature_bins": (2, 1_000),
+        "num_top_programs": (0, 32),
+        "num_diverse_programs": (0, 32),
+        "evaluator_timeout_s": (30, 86_400),
+        "max_code_length": (1_000, 1_000_000),
+        "gpu": (0, 1023),
+        "seed": (0, 2**32 - 1),
+    }
+    assert {name: int_range(name) for name in expected} == expected
+    assert {loc[0] for loc in _int_fields() if len(loc) == 1} == set(expected)
+    assert [_upper(("llm", n)) for n in ("max_tokens", "timeout_s", "retries")] == [
+        1_048_576,
+        3_600,
+        10,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("islands: 100000000000000000000", "islands: Input should be less than or equal to 64"),
+        ("iterations: 1.0e+20", "iterations: Unable to parse input string as an integer"),
+        ("population: 0x" + "f" * 5000, "population: Input should be less than or equal to 10000"),
+        ("iterations: " + "9" * 5000,
+         "invalid YAML at line 4, column 13: cannot read the value: Exceeds the limit (4300 "
+         "digits) for integer string conversion: value has 5000 digits"),
+        ("seed: 2024-02-30", "invalid YAML at line 4, column 7: cannot read the value: day is "
+         "out of range for month"),
+        ("llm: {model: " + "m" * 300 + "}", "llm.model: String should have at most 256 characters"),
+        ("llm: {base_url: 'http://h/" + "p" * 5000 + "'}",
+         "llm.base_url: String should have at most 4096 characters"),
+    ],
+)  # fmt: skip
+def test_absurd_values_in_a_job_file_are_one_line_errors(
+    tmp_path: Path, line: str, says: str
+) -> None:
+    file = tmp_path / "big.yaml"
+    file.write_text("path: trsm_small\ndtype: float32\ncompile_only: true\n" + line + "\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_config(file, {})
+    message = str(caught.value)
+    assert message.startswith(f"{file}: ") and says in message and "\n" not in message
+    assert "set_int_max_str_digits" not in message  # Python's advice is not the user's
+
+
+def test_a_yaml_alias_bomb_is_refused_without_expanding_it(tmp_path: Path) -> None:
+    import time
+
+    # 10^30 strings if expanded; PyYAML keeps aliases as shared references.
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 31)]
+    for tail in ("path: *a30\ndtype: float32", "path: trsm_small\ndtype: float32\nllm: *a30"):
+        file = tmp_path / "bomb.yaml"
+        file.write_text("\n".join(lines) + "\n" + tail + "\n")
+        start = time.monotonic()
+        with pytest.raises(JobConfigError) as caught:
+            load_job_config(file, {})
+        assert time.monotonic() - start < 5
+        assert "Input should be a valid" in str(caught.value)
+
+
+def test_a_bad_override_is_told_apart_from_the_same_value_in_the_file(tmp_path: Path) -> None:
+    from evolver.job_config import JobOptionError
+
+    file = tmp_path / "job.yaml"
+    file.write_text("path: trsm_small\ncompile_only: true\n")
+    for overrides, loc, says in (
+        ({"dtype": "int8"}, ("dtype",), "unknown dtype 'int8'; expected one of float32"),
+        ({"dtype": "float32", "islands": 65}, ("islands",), "less than or equal to 64"),
+        ({"dtype": "float32", "llm": {"model": "m" * 257}}, ("llm", "model"), "at most 256"),
+    ):
+        with pytest.raises(JobOptionError) as caught:
+            load_job_config(file, overrides)
+        assert caught.value.loc == loc and says in str(caught.value)
+    file.write_text("path: trsm_small\ncompile_only: true\ndtype: int8\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_config(file, {"islands": 4})  # a good override: the file is at fault
+    assert not isinstance(caught.value, JobOptionError)
+    assert str(caught.value).startswith(f"{file}: dtype: unknown dtype 'int8'")
