@@ -8,7 +8,12 @@ Layout under the cache root, one folder per (GPU key, path, dtype)::
 Both files are written to a temporary file in the same folder and then ``os.replace``d into
 place, so a reader sees the old file or the new one, never half of one (CuPy's compiler cache
 does the same). Every read re-checks both hashes: a torn, truncated or edited file is a miss
-with a reason, never a crash and never a kernel that was not verified. These hashes only catch
+with a reason, never a crash and never a kernel that was not verified. Whatever else lies
+there is a miss too, read without waiting and within a bound (:func:`read_regular_file`): a
+symbolic link is not followed (one to ``/dev/zero`` would never end), a FIFO or device is not
+read (a FIFO would wait for a writer forever), a file over its cap (:data:`MAX_ENTRY_BYTES`,
+:data:`kernevo.client.MAX_CUBIN_BYTES`) is not loaded, and JSON nested past the parser's
+recursion limit is a corrupt entry. These hashes only catch
 corruption (anyone who can edit the entry can re-hash it): the resolver checks the champion's
 signature again on every read (``kernevo.trust``), so an entry changed after it was written is
 refused even when its hashes agree. Only champions that passed those checks are stored.
@@ -16,10 +21,12 @@ refused even when its hashes agree. Only champions that passed those checks are 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +34,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernevo.client import ChampionKernel, ChampionKey, Sha256MismatchError
+from kernevo.client import (
+    MAX_CUBIN_BYTES,
+    MAX_METADATA_BYTES,
+    ChampionKernel,
+    ChampionKey,
+    Sha256MismatchError,
+    UnusableMetadataError,
+)
 
 FORMAT = 1
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# fullmatch throughout: "$" would also accept a name ending in a line break.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+MAX_ENTRY_BYTES = MAX_METADATA_BYTES
+"""The largest entry file read: the metadata (the cubin is a file of its own)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +61,12 @@ class CacheLookup:
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
-    """sha256 (hex) of the canonical JSON of ``payload`` (sorted keys, no spaces, UTF-8)."""
+    """sha256 (hex) of the canonical JSON of ``payload`` (sorted keys, no spaces, UTF-8).
+
+    Raises:
+        UnicodeEncodeError: a string holds a lone surrogate (a ``ValueError``).
+        RecursionError: ``payload`` nests past the encoder's recursion limit.
+    """
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -61,7 +84,7 @@ class ChampionCache:
             ValueError: a key part is not a plain name (letters, digits, ``._-``).
         """
         for part in (key.gpu, key.path, key.dtype, key.shape_bucket):
-            if not _NAME.match(part):
+            if not _NAME.fullmatch(part):
                 raise ValueError(f"cache key part {part!r} is not a plain name")
         return self.root / key.gpu / key.path / key.dtype
 
@@ -81,15 +104,17 @@ class ChampionCache:
         """
         entry = self.entry_file(key)
         try:
-            raw = entry.read_bytes()
+            raw = read_regular_file(entry, MAX_ENTRY_BYTES)
         except FileNotFoundError:
             return CacheLookup(None, "disk cache: no entry")
         except OSError as error:
-            return CacheLookup(None, f"disk cache: unreadable entry ({error})")
+            return CacheLookup(None, f"disk cache: unreadable entry ({_why(error)})")
         try:
             record = json.loads(raw)
         except ValueError:
             return CacheLookup(None, "disk cache: torn or corrupt entry (not JSON)")
+        except RecursionError:
+            return CacheLookup(None, "disk cache: corrupt entry (JSON nested too deep)")
         if not (
             isinstance(record, dict)
             and record.get("format") == FORMAT
@@ -98,19 +123,27 @@ class ChampionCache:
         ):
             return CacheLookup(None, "disk cache: corrupt entry (unexpected structure)")
         payload: dict[str, Any] = record["payload"]
-        if payload_sha256(payload) != record["payload_sha256"]:
+        try:
+            digest = payload_sha256(payload)
+        except (ValueError, RecursionError) as error:
+            # A lone surrogate (UnicodeEncodeError) or nesting the encoder cannot follow: no
+            # store of this loader wrote it.
+            return CacheLookup(None, f"disk cache: corrupt entry ({type(error).__name__})")
+        if digest != record["payload_sha256"]:
             return CacheLookup(None, "disk cache: payload sha256 mismatch (torn or tampered)")
         cubin_sha = payload.get("cubin_sha256")
-        if not isinstance(cubin_sha, str) or not _SHA256.match(cubin_sha):
+        if not isinstance(cubin_sha, str) or not _SHA256.fullmatch(cubin_sha):
             return CacheLookup(None, "disk cache: corrupt entry (no cubin_sha256)")
         try:
-            cubin = (entry.parent / f"{cubin_sha}.cubin").read_bytes()
+            cubin = read_regular_file(entry.parent / f"{cubin_sha}.cubin", MAX_CUBIN_BYTES)
         except OSError as error:
-            return CacheLookup(None, f"disk cache: cubin missing or unreadable ({error})")
+            return CacheLookup(None, f"disk cache: cubin missing or unreadable ({_why(error)})")
         try:
             champion = ChampionKernel.from_payload(payload, cubin)
         except Sha256MismatchError as error:
             return CacheLookup(None, f"disk cache: {error} (torn or tampered)")
+        except UnusableMetadataError as error:
+            return CacheLookup(None, f"disk cache: corrupt entry ({error})")
         except ValidationError as error:
             return CacheLookup(None, f"disk cache: corrupt entry ({error.error_count()} errors)")
         got = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
@@ -125,7 +158,7 @@ class ChampionCache:
         for entry in sorted(self.root.glob("*/*/*/*.json")):
             gpu, path, dtype = entry.parent.relative_to(self.root).parts
             parts = (gpu, path, dtype, entry.stem)
-            if all(_NAME.match(part) for part in parts):
+            if all(_NAME.fullmatch(part) for part in parts):
                 found.append(ChampionKey(*parts))
         return found
 
@@ -149,10 +182,46 @@ class ChampionCache:
         return entry
 
 
-def _holds(path: Path, sha256: str) -> bool:
-    """Whether ``path`` exists and its bytes hash to ``sha256``."""
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    Opened with ``O_NOFOLLOW`` (a symbolic link, e.g. to ``/dev/zero``, is refused rather than
+    followed) and ``O_NONBLOCK`` (opening a FIFO does not wait for a writer); then ``fstat`` of
+    the open file must say regular, so what is checked is what is read. At most ``limit + 1``
+    bytes are read, so a file that grows after the check is refused too.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        OSError: a symbolic link (``ELOOP``), not a regular file, over ``limit`` bytes, or
+            unreadable; the message says which.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path.name} is not a regular file ({stat.filemode(mode)})")
+        data = bytearray()
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                return bytes(data)
+            data += chunk
+    finally:
+        os.close(fd)
+    raise OSError(f"{path.name} is larger than {limit} bytes")
+
+
+def _why(error: OSError) -> str:
+    """``error`` as a short reason; a symbolic link refused by ``O_NOFOLLOW`` says so."""
+    if error.errno == errno.ELOOP:
+        return f"{Path(error.filename or '').name} is a symbolic link, not followed"
+    return str(error)
+
+
+def _holds(path: Path, sha256: str) -> bool:
+    """Whether ``path`` is a regular file whose bytes hash to ``sha256``."""
+    try:
+        return hashlib.sha256(read_regular_file(path, MAX_CUBIN_BYTES)).hexdigest() == sha256
     except OSError:
         return False
 

@@ -1,10 +1,11 @@
 """Fetching the champion kernel for a problem from the service (``GET /v1/kernels/best``).
 
-Every way the fetch can go wrong (service down, 404, a body that does not parse, a cubin whose
-sha256 differs from the one announced) comes back as a :class:`FetchOutcome`, never as an
-exception: the resolver turns each into a reason and falls back. The announced sha256 only
-catches corruption (it comes with the cubin); whether the champion may run at all is decided by
-its signature (``kernevo.trust``).
+Every way the fetch can go wrong (service down, slow or silent past the timeout, 404, a body
+that is too large, does not parse or nests too deep, text that is not valid Unicode, a cubin
+whose sha256 differs from the one announced) comes back as a :class:`FetchOutcome`, never as an
+exception and never later than the timeout: the resolver turns each into a reason and falls
+back. The announced sha256 only catches corruption (it comes with the cubin); whether the
+champion may run at all is decided by its signature (``kernevo.trust``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Callable, Mapping
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +24,23 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 FetchStatus = Literal["ok", "not_found", "unreachable", "invalid", "sha256_mismatch"]
+
+MAX_CUBIN_BYTES = 16 * 2**20
+"""The largest cubin the loader accepts, from the service or its disk cache. The module of the
+largest path (a solve kernel and its launch-configuration kernel for one arch) is well under
+this; the cap only stops a hostile response or cache file from filling memory."""
+
+MAX_METADATA_BYTES = 2**20
+"""The largest champion metadata (a disk-cache entry file; the service body less its cubin).
+Its bulk is the source, which the evaluator caps at 64 KiB (``evaluator.screen.MAX_SOURCE_BYTES``;
+at most 6 bytes each once JSON-escaped), then a few KiB of fields and metrics."""
+
+MAX_RESPONSE_BYTES = (MAX_CUBIN_BYTES + 2) // 3 * 4 + MAX_METADATA_BYTES
+"""The largest ``/v1/kernels/best`` body read: the base64 of a cubin of the cap, plus metadata."""
+
+MAX_NESTING = 32
+"""The deepest nesting of lists and objects a champion's metadata may have (the service's has 2;
+``metrics`` is free-form): deeper is refused before anything recurses into it."""
 
 
 class _EnvelopeModel(BaseModel):
@@ -82,6 +103,12 @@ class Sha256MismatchError(ValueError):
     """A cubin or source whose sha256 differs from the one that came with it."""
 
 
+class UnusableMetadataError(ValueError):
+    """Champion metadata that cannot be hashed, signed or stored as it is: a text that is not
+    valid Unicode (a lone surrogate such as ``"\\ud800"``, which JSON can carry but UTF-8
+    cannot), nesting deeper than :data:`MAX_NESTING`, or a value that is not JSON."""
+
+
 @dataclass(frozen=True)
 class Envelope:
     """The shapes a champion was verified on: it is dispatched only for m ≤ m_max, n ≤ n_max."""
@@ -131,10 +158,15 @@ class ChampionKernel:
         """Build from the service's JSON fields (``cubin_b64`` is ignored) and the cubin bytes.
 
         Raises:
+            UnusableMetadataError: a field the loader uses holds a lone surrogate, nests too
+                deep or is not JSON (a ``ValueError``).
             pydantic.ValidationError: a field is missing or mistyped (a ``ValueError``).
             Sha256MismatchError: ``cubin`` or the source does not hash to ``cubin_sha256`` or
                 ``source_sha256`` (a ``ValueError``).
         """
+        problem = metadata_problem(payload)
+        if problem is not None:
+            raise UnusableMetadataError(problem)
         meta = _ChampionModel.model_validate(payload)
         cubin_digest = hashlib.sha256(cubin).hexdigest()
         if cubin_digest != meta.cubin_sha256.lower():
@@ -201,6 +233,59 @@ class ChampionKernel:
         }
 
 
+def metadata_problem(payload: Mapping[str, Any]) -> str | None:
+    """Why the fields of ``payload`` a champion is built from cannot be used as they are, or
+    ``None``: a string (key or value) that does not encode to UTF-8, lists or objects nested
+    deeper than :data:`MAX_NESTING`, or a value of a type JSON does not have.
+
+    Other fields (``cubin_b64``, anything a newer service adds) are not looked at: the first is
+    checked as base64, the others are dropped. The walk keeps one iterator per open container,
+    so no nesting makes it recurse and no length makes it copy.
+    """
+    for name in _ChampionModel.model_fields:
+        if name not in payload:
+            continue
+        stack: list[Iterator[object]] = [iter((payload[name],))]
+        while stack:
+            value = next(stack[-1], _END)
+            if value is _END:
+                stack.pop()
+            elif isinstance(value, str):
+                if not _utf8(value):
+                    return f"{name}: text that is not valid Unicode (a lone surrogate)"
+            elif isinstance(value, dict | list):
+                if len(stack) > MAX_NESTING:
+                    return f"{name}: nested deeper than {MAX_NESTING} levels"
+                if isinstance(value, dict):
+                    if not all(isinstance(key, str) and _utf8(key) for key in value):
+                        return f"{name}: a key that is not valid Unicode text"
+                    stack.append(iter(value.values()))
+                else:
+                    stack.append(iter(value))
+            elif not (value is None or isinstance(value, bool | int | float)):
+                return f"{name}: {type(value).__name__} is not a JSON value"
+    return None
+
+
+_END = object()
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes to UTF-8 (it does unless it holds a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """The first ``limit`` characters of ``text`` as one printable line: a control character,
+    line break or lone surrogate is written as its escape (``\\n``, ``\\ud800``), so a reason
+    quoting the service can be printed or logged anywhere."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text[:limit])
+
+
 @dataclass(frozen=True)
 class ChampionKey:
     """What a champion is stored under: GPU key, path, dtype and shape bucket."""
@@ -224,10 +309,14 @@ def parse_champion(body: object, key: ChampionKey) -> FetchOutcome:
     """Check a ``/v1/kernels/best`` JSON body against ``key`` and the announced sha256.
 
     Returns a :class:`FetchOutcome` with ``status`` ``ok``, ``invalid`` (not an object, missing
-    or mistyped fields, bad base64, a champion for another key) or ``sha256_mismatch``.
+    or mistyped fields, bad base64, a cubin over :data:`MAX_CUBIN_BYTES`, metadata that is not
+    usable as is (:class:`UnusableMetadataError`), a champion for another key) or
+    ``sha256_mismatch``. Never raises, whatever ``body`` holds.
     """
     if not isinstance(body, dict):
-        return FetchOutcome("invalid", f"bad service response: not an object: {body!r:.80}")
+        return FetchOutcome(
+            "invalid", f"bad service response: not an object ({type(body).__name__})"
+        )
     encoded = body.get("cubin_b64")
     if not isinstance(encoded, str):
         return FetchOutcome("invalid", "bad service response: no cubin_b64")
@@ -235,20 +324,30 @@ def parse_champion(body: object, key: ChampionKey) -> FetchOutcome:
         cubin = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as error:
         return FetchOutcome("invalid", f"bad service response: cubin_b64 is not base64 ({error})")
+    if len(cubin) > MAX_CUBIN_BYTES:
+        return FetchOutcome(
+            "invalid",
+            f"bad service response: a cubin of {len(cubin)} bytes (cap {MAX_CUBIN_BYTES})",
+        )
     try:
         champion = ChampionKernel.from_payload(body, cubin)
     except Sha256MismatchError as error:
         return FetchOutcome("sha256_mismatch", str(error))
+    except UnusableMetadataError as error:
+        return FetchOutcome("invalid", f"bad service response: {error}")
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        return FetchOutcome("invalid", f"bad service response: {where}: {first['msg']}")
+        return FetchOutcome(
+            "invalid", f"bad service response: {printable(where, 80)}: {printable(first['msg'])}"
+        )
     got = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
     if got != key:
+        named = printable(f"{got.gpu}/{got.path}/{got.dtype}/{got.shape_bucket}")
         return FetchOutcome(
             "invalid",
-            f"bad service response: champion for {got.gpu}/{got.path}/{got.dtype}/"
-            f"{got.shape_bucket}, asked for {key.gpu}/{key.path}/{key.dtype}/{key.shape_bucket}",
+            f"bad service response: champion for {named}, "
+            f"asked for {key.gpu}/{key.path}/{key.dtype}/{key.shape_bucket}",
         )
     return FetchOutcome("ok", f"champion program {champion.program_id} from service", champion)
 
@@ -265,40 +364,136 @@ def fetch_champion(
 ) -> FetchOutcome:
     """Ask the service for the best verified kernel for ``op`` at (m, n) on ``key.gpu``.
 
-    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&m=&n=`` with a ``timeout_s`` second
-    timeout (connect, read and write each). ``transport`` replaces the network (tests pass an
-    ``httpx.MockTransport``). Never raises for a network or service failure: returns
-    ``unreachable`` (transport error), ``not_found`` (404), ``invalid`` (another status, a body
-    that is not JSON or not a champion for ``key``) or ``sha256_mismatch``.
+    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&m=&n=`` and returns within
+    ``timeout_s`` seconds (``KERNEVO_REQUEST_TIMEOUT_S``) for the whole fetch: connecting,
+    sending, the headers and the body. httpx's timeouts bound each read, not the request (a
+    server sending a byte a second never trips them), so the fetch runs in a daemon thread the
+    caller waits for at most ``timeout_s``; the thread stops reading the body at its first chunk
+    past the deadline. A step it cannot interrupt (name resolution, headers trickling in a byte
+    at a time) keeps only that daemon thread, never the caller, until the server stops sending
+    or one read waits as long as was left of ``timeout_s``. The body is streamed and refused
+    past :data:`MAX_RESPONSE_BYTES`. ``transport`` replaces the network (tests pass an
+    ``httpx.MockTransport``).
+
+    Never raises for a network or service failure: returns ``unreachable`` (transport error, or
+    no complete answer within ``timeout_s``), ``not_found`` (404), ``invalid`` (another status,
+    a body over the cap, not JSON, nested too deep, or not a champion for ``key``) or
+    ``sha256_mismatch``.
     """
+    deadline = time.monotonic() + timeout_s
+    url = f"{api_url.rstrip('/')}/v1/kernels/best"
     params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, "m": m, "n": n}
+    outcome: list[FetchOutcome] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_fetch_until(url, params, key, deadline, timeout_s, transport))
+        except Exception as error:
+            # An exception in a thread would only be printed, and the caller would report a
+            # timeout instead: hand it over as the reason the fetch failed.
+            detail = printable(f"{type(error).__name__}: {error}")
+            outcome.append(FetchOutcome("invalid", f"fetch failed: {detail}"))
+
+    worker = threading.Thread(target=run, name="kernevo-fetch", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if not outcome:
+        return FetchOutcome("unreachable", _late(timeout_s))
+    return outcome[0]
+
+
+class _BodyRefusedError(Exception):
+    """The body was not read to its end: ``outcome`` says why (too large, or too late)."""
+
+    def __init__(self, outcome: FetchOutcome) -> None:
+        super().__init__(outcome.detail)
+        self.outcome = outcome
+
+
+def _fetch_until(
+    url: str,
+    params: Mapping[str, str | int],
+    key: ChampionKey,
+    deadline: float,
+    timeout_s: float,
+    transport: httpx.BaseTransport | None,
+) -> FetchOutcome:
+    """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap."""
+    # A timeout of 0 would make the socket non-blocking (an instant failure), not "time's up".
+    timeout = httpx.Timeout(max(deadline - time.monotonic(), 1e-3))
+    # The service does not compress; asking for none keeps a compressed body from growing
+    # many times over in one decoded chunk before the cap is checked.
+    headers = {"Accept-Encoding": "identity"}
     try:
-        with httpx.Client(timeout=timeout_s, transport=transport) as client:
-            response = client.get(f"{api_url.rstrip('/')}/v1/kernels/best", params=params)
+        with (
+            httpx.Client(timeout=timeout, transport=transport) as client,
+            client.stream("GET", url, params=params, headers=headers) as response,
+        ):
+            body = _read_body(response, deadline, timeout_s)
+    except _BodyRefusedError as refused:
+        return refused.outcome
     except (httpx.HTTPError, httpx.InvalidURL) as error:
-        return FetchOutcome("unreachable", f"service unreachable: {type(error).__name__}: {error}")
+        return FetchOutcome(
+            "unreachable", f"service unreachable: {type(error).__name__}: {printable(str(error))}"
+        )
     if response.status_code == 404:
-        return FetchOutcome("not_found", f"no champion on service (404: {_detail(response)})")
+        return FetchOutcome("not_found", f"no champion on service (404: {_detail(body)})")
     if response.status_code != 200:
         return FetchOutcome(
-            "invalid", f"bad service response: HTTP {response.status_code}: {_detail(response)}"
+            "invalid", f"bad service response: HTTP {response.status_code}: {_detail(body)}"
         )
     try:
-        body = response.json()
+        document = json.loads(body)
     except ValueError as error:
         return FetchOutcome("invalid", f"bad service response: not JSON ({error})")
-    return parse_champion(body, key)
+    except RecursionError:
+        return FetchOutcome("invalid", "bad service response: JSON nested too deep")
+    return parse_champion(document, key)
 
 
-def _detail(response: httpx.Response) -> str:
-    """The ``detail`` of a FastAPI error body, else the start of the body text."""
+def _read_body(response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
+    """The body of ``response``, read chunk by chunk.
+
+    Raises:
+        _BodyRefusedError: the body exceeds :data:`MAX_RESPONSE_BYTES` (``invalid``; as soon as
+            ``Content-Length`` says so, else once that much arrived) or is not complete by
+            ``deadline`` (``unreachable``).
+    """
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        raise _BodyRefusedError(FetchOutcome("invalid", _too_large(f"Content-Length {declared}")))
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > MAX_RESPONSE_BYTES:
+            raise _BodyRefusedError(FetchOutcome("invalid", _too_large("stopped reading")))
+        if time.monotonic() > deadline:
+            raise _BodyRefusedError(FetchOutcome("unreachable", _late(timeout_s)))
+    return bytes(body)
+
+
+def _too_large(how: str) -> str:
+    return f"bad service response: body over the {MAX_RESPONSE_BYTES}-byte cap ({how})"
+
+
+def _late(timeout_s: float) -> str:
+    return (
+        f"service unreachable: no complete answer within {timeout_s:g} s "
+        "(KERNEVO_REQUEST_TIMEOUT_S)"
+    )
+
+
+def _detail(body: bytes) -> str:
+    """The ``detail`` of a FastAPI error body, else the start of the body text; one printable
+    line of at most 200 characters, whatever the body holds."""
     try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200]
-    if isinstance(body, dict) and "detail" in body:
-        return str(body["detail"])[:200]
-    return str(body)[:200]
+        document = json.loads(body)
+        if isinstance(document, dict) and "detail" in document:
+            document = document["detail"]
+        text = document if isinstance(document, str) else json.dumps(document)[:200]
+    except (ValueError, RecursionError):
+        text = body[:200].decode("utf-8", "replace")
+    return printable(text)
 
 
 def service_fetcher(

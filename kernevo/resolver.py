@@ -14,6 +14,10 @@ Order of questions for a shape (m, n), each answered once and remembered:
    cuBLAS.
 3. Is (m, n) inside the champion's verified envelope? If not, cuBLAS.
 4. Did the kernel fail on this shape before (:meth:`Resolver.mark_failed`)? Then cuBLAS for good.
+
+Whatever the service sends or the disk cache holds, a decision comes back within the fetch
+timeout (``KERNEVO_REQUEST_TIMEOUT_S``) and never an exception: every fault of the data is a
+reason in the decision (see :mod:`kernevo.client`, :mod:`kernevo.cache`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kernevo.cache import ChampionCache
-from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
+from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome, printable
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
 from kernevo.paths import registry
@@ -46,7 +50,8 @@ class Decision:
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
     ``"outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"``,
     ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
-    ``"refused champion program 17 from service: unsigned; disk cache: no entry"``.
+    ``"refused champion program 17 from service: unsigned; disk cache: no entry"``,
+    ``"loader error: <exception>"`` (a fault the loader did not foresee; logged as a warning).
     ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
     exists but does not cover the shape). ``refusals`` are the champions refused on the way
     (service first, then disk cache), each naming its failed check (``Refusal.check``) and
@@ -109,6 +114,9 @@ class Resolver:
     def resolve(self, m: int, n: int) -> Decision:
         """The decision for the problem A (m×m), B (m×n); computed on first use, then cached.
 
+        Returns within the fetch's timeout whatever the service answers and the disk cache
+        holds; their faults are reasons in the decision, never exceptions.
+
         Raises:
             seeds.registry.UnknownOpError, seeds.spec.UnknownDtypeError: bad op/dtype (both
                 ``ValueError``; :func:`kernevo.load` checks them up front).
@@ -143,7 +151,17 @@ class Resolver:
         path, bucket = route.path_id, route.shape_bucket
         acquired = self._acquired.get((path, bucket))
         if acquired is None:
-            acquired = self._acquire(ChampionKey(self.gpu.key, path, self.dtype, bucket), m, n)
+            key = ChampionKey(self.gpu.key, path, self.dtype, bucket)
+            try:
+                acquired = self._acquire(key, m, n)
+            except Exception as error:
+                # The fetcher, the cache and the trust checks each turn bad data into a reason;
+                # anything they still let through (or an injected fetcher's fault) is a loader
+                # bug, and a bug must cost this bucket its champion, not the application its
+                # trsm() call. Logged with its traceback so that it gets fixed.
+                log.warning("kernevo: loader error for %s/%s", path, bucket, exc_info=True)
+                reason = f"loader error: {type(error).__name__}: {printable(str(error))}"
+                acquired = _Acquired(None, reason)
             self._acquired[(path, bucket)] = acquired
         champion, refusals = acquired.champion, acquired.refusals
         if champion is None:
@@ -199,7 +217,10 @@ class Resolver:
             refused = refused_option(champion)
             if refused is not None:
                 refusal = Refusal("compile_option", refused)
-        return None if refusal is None else replace(refusal, source=source)
+        if refusal is None:
+            return None
+        # The detail may quote the champion (its key id): one printable line of bounded length.
+        return replace(refusal, detail=printable(refusal.detail, 300), source=source)
 
     def _store(self, champion: ChampionKernel) -> None:
         """Write an admitted champion to the disk cache; a cache that cannot be written is
