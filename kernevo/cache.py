@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from kernevo.client import (
     Sha256MismatchError,
     UnusableMetadataError,
 )
+from kernevo.files import read_regular_file
 
 FORMAT = 1
 # fullmatch throughout: "$" would also accept a name ending in a line break.
@@ -180,35 +180,6 @@ class ChampionCache:
         entry = self.entry_file(key)
         _atomic_write(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
         return entry
-
-
-def read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
-
-    Opened with ``O_NOFOLLOW`` (a symbolic link, e.g. to ``/dev/zero``, is refused rather than
-    followed) and ``O_NONBLOCK`` (opening a FIFO does not wait for a writer); then ``fstat`` of
-    the open file must say regular, so what is checked is what is read. At most ``limit + 1``
-    bytes are read, so a file that grows after the check is refused too.
-
-    Raises:
-        FileNotFoundError: there is no such file.
-        OSError: a symbolic link (``ELOOP``), not a regular file, over ``limit`` bytes, or
-            unreadable; the message says which.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(f"{path.name} is not a regular file ({stat.filemode(mode)})")
-        data = bytearray()
-        while len(data) <= limit:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                return bytes(data)
-            data += chunk
-    finally:
-        os.close(fd)
-    raise OSError(f"{path.name} is larger than {limit} bytes")
 
 
 def _why(error: OSError) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernevo.files import read_regular_file
 from kernevo.signature import key_id
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ PRIVATE_KEY_FILE = "champion-signing.key"
 PUBLIC_KEY_FILE = "champion-signing.pub"
 # base64 of 32 raw bytes: 43 characters of the alphabet and one "=" of padding.
 _RAW_KEY_B64 = re.compile(r"^[A-Za-z0-9+/]{43}=$")
+
+
+# A PEM Ed25519 key is under 200 bytes; 64 KiB refuses a wrong file long before it costs memory.
+KEY_FILE_MAX_BYTES = 64 * 1024
 
 
 class KeyFileError(ValueError):
@@ -72,7 +77,7 @@ def load_signing_key(path: Path) -> SigningKey:
 
     path = Path(path).expanduser()
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, KEY_FILE_MAX_BYTES, follow_symlinks=True)
     except OSError as error:
         raise KeyFileError(f"signing key {path}: {error.strerror or error}") from None
     try:
@@ -188,7 +193,8 @@ def trusted_keys(entries: Iterable[str]) -> dict[str, bytes]:
         if raw is None:
             path = Path(entry).expanduser()
             try:
-                raw = parse_public_key(path.read_text("ascii"))
+                text = read_regular_file(path, KEY_FILE_MAX_BYTES, follow_symlinks=True)
+                raw = parse_public_key(text.decode("ascii"))
             except (OSError, UnicodeDecodeError) as error:
                 raise KeyFileError(f"trusted key {path}: cannot read ({error})") from None
             except KeyFileError as error:
@@ -219,6 +225,7 @@ def local_public_key(folder: Path) -> tuple[bytes | None, str]:
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             return None, f"local key ignored: {what} is writable by others"
     try:
-        return parse_public_key(public_file.read_text("ascii")), ""
+        text = read_regular_file(public_file, KEY_FILE_MAX_BYTES, follow_symlinks=True)
+        return parse_public_key(text.decode("ascii")), ""
     except (OSError, UnicodeDecodeError, KeyFileError) as error:
         return None, f"local key {public_file} unusable ({error})"

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernevo.client import ChampionKernel
+from kernevo.files import read_regular_file
 from kernevo.signature import champion_payload
 
 LOCK_FORMAT = "kernevo.lock.v1"
+# About 300 bytes per pinned key: 16 MiB pins tens of thousands of keys and bounds a wrong file.
+LOCK_FILE_MAX_BYTES = 16 * 2**20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -75,10 +78,12 @@ class LockFile:
         """
         path = Path(path).expanduser()
         try:
-            document = json.loads(path.read_bytes())
+            document = json.loads(
+                read_regular_file(path, LOCK_FILE_MAX_BYTES, follow_symlinks=True)
+            )
         except OSError as error:
             raise LockFileError(f"lock file {path}: {error.strerror or error}") from None
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise LockFileError(f"lock file {path}: not JSON ({error})") from None
         if not isinstance(document, dict) or document.get("format") != LOCK_FORMAT:
             raise LockFileError(f"lock file {path}: expected format {LOCK_FORMAT!r}")
