@@ -1,5 +1,6 @@
-"""The evaluation pipeline, cheap rejections first: screen → compile → quick check → full
-verification → timing against cuBLAS → re-check (docs/DESIGN.md "Evaluation pipeline").
+"""The evaluation pipeline, cheap rejections first: screen → compile → contract check of the
+cubin → quick check → full verification → timing against cuBLAS → re-check (docs/DESIGN.md
+"Evaluation pipeline").
 
 Pure: a candidate source in, an :class:`EvaluationReport` out. Compilation happens in this
 process (NVRTC needs no GPU); everything that touches the GPU runs in the :class:`GpuWorker`.
@@ -12,6 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from evaluator.checks.device_state import device_state_failure
 from evaluator.compile import CompileResult, compile_cubin
 from evaluator.compile_sandbox import CompilerUnavailable, shared_compiler
 from evaluator.report import (
@@ -112,7 +114,8 @@ class Evaluator:
     # -- stages -------------------------------------------------------------------------------
 
     def stage1(self, source: str) -> tuple[EvaluationReport, bytes]:
-        """Screen, compile, and check the two quick shapes. Returns the report and the cubin."""
+        """Screen, compile, check the cubin against the contract (``contract_error``), and check
+        the two quick shapes. Returns the report and the cubin (empty when refused)."""
         report = EvaluationReport(self.spec.path_id, self.dtype)
         if failure := screen(source, self.spec.seed_source()):
             return report.fail("screen_error", failure), b""
@@ -138,6 +141,10 @@ class Evaluator:
         report.phase_seconds["compile"] = time.perf_counter() - t0
         if not result.ok:
             return report.fail("compile_error", compile_failure(result)), b""
+        # The binary itself against the contract, before any GPU work and in compile-only mode
+        # too: nothing may survive from one launch to the next (evaluator.checks.device_state).
+        if failure := device_state_failure(result.cubin):
+            return report.fail("contract_error", failure), b""
         if self.worker is None:
             report.status = "compiled"
             report.notes.append("compile-only evaluation: no GPU assigned, not run")

@@ -11,8 +11,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # "compiled": a compile-only evaluation (no GPU assigned) that compiled; not a failure, not a pass.
+# "contract_error": it compiled, but the cubin breaks the candidate contract (a check of
+# evaluator.checks on the binary, e.g. device_global_state); found before anything runs.
 STATUSES = (
-    "ok", "compiled", "screen_error", "compile_error", "wrong", "timeout", "fault", "infra_error",
+    "ok", "compiled", "screen_error", "compile_error", "contract_error", "wrong", "timeout",
+    "fault", "infra_error",
 )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ screen and compiles; the check named in the assertion is the one that must catch
 from __future__ import annotations
 
 import pytest
+from test_evaluator_device_state import REPLAY_MEMO
 
 from evaluator.champion import verify_champion
 from evaluator.pipeline import Evaluator
@@ -149,10 +150,20 @@ CHEAT_WHEN_TIMED = (
 )
 
 
-def test_kernel_that_skips_work_only_while_timed_is_caught(evaluators):
-    """Correct for its first 80 launches (all of verification), then it stops storing X."""
+def test_kernel_that_skips_work_only_while_timed_is_caught(evaluators, monkeypatch):
+    """Correct for its first 80 launches (all of verification), then it stops storing X. Its
+    launch counter is a ``__device__`` global, which the contract refuses on the cubin before
+    anything runs; with that check off, the timed-output checks still catch it (a second line
+    of defence for what a kernel could learn without global state, e.g. from the clock)."""
+    import evaluator.pipeline as pipeline
+
     assert CHEAT_WHEN_TIMED.count("kv_calls") == 3 and screen(CHEAT_WHEN_TIMED, SEED) is None
-    report = evaluators("float64").evaluate(CHEAT_WHEN_TIMED)
+    ev = evaluators("float64")
+    report = ev.evaluate(CHEAT_WHEN_TIMED)
+    assert (report.status, report.failure.check) == ("contract_error", "device_global_state")
+    assert "kv_calls" in report.failure.detail
+    monkeypatch.setattr(pipeline, "device_state_failure", lambda cubin: None)
+    report = ev.evaluate(CHEAT_WHEN_TIMED)
     assert report.status == "wrong" and report.failure.check.startswith("timed_output_")
     assert report.combined_score == 0
 
@@ -163,3 +174,39 @@ def test_champion_checks_pass_for_the_seed():
     spec = get_path("trsm_small")
     assert set(spec.held_out_shapes) <= set(report.verified_shapes)
     assert any("compute-sanitizer" in note for note in report.notes)
+
+
+def test_replay_memo_is_refused_on_the_cubin_before_it_runs(evaluators):
+    """Issue 6: a kernel that keeps each column's X in ``__device__`` memory, keyed on m, n and
+    a few elements of A and B, and replays it when the key comes again (16 ways per column,
+    more than the 8 input sets the timed graphs rotated through then). Refused on the cubin
+    compiled for this GPU: ``contract_error``, stage ``compile``, nothing run (no input drawn,
+    no shape verified, nothing timed); the seed passes right after."""
+    ev = evaluators("float64")
+    report = ev.evaluate(REPLAY_MEMO)
+    assert (report.status, report.failure.check) == ("contract_error", "device_global_state")
+    assert "kv_memo" in report.failure.detail and ".nv.global" in report.failure.detail
+    assert report.stage == "compile" and report.gpu is not None
+    assert report.compile is not None and report.compile.arch == report.gpu.arch
+    assert report.input_seeds == [] and report.verified_shapes == [] and report.timings == []
+    assert report.combined_score == 0 and report.metrics()["combined_score"] == 0
+    assert ev.evaluate(SEED).status == "ok"
+
+
+def test_replay_memo_passes_every_run_time_check_without_the_cubin_check(evaluators, monkeypatch):
+    """Why the contract is checked on the binary: with that check off, the replay memo passes.
+    It replays only on an exact key match, and its key takes interior elements too (A's last
+    row, B's middle row), so fresh inputs and audit pairs that share only B's border rows and
+    A's diagonal miss it and it solves them right; where inputs repeat, it replays exact
+    results. Should a run-time defence later catch it, assert that check here instead."""
+    import evaluator.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "device_state_failure", lambda cubin: None)
+    report = evaluators("float64").evaluate(REPLAY_MEMO)
+    assert report.status == "ok", report.failure
+
+
+def test_champion_verification_refuses_the_replay_memo():
+    """The champion checks run the same pipeline first: no path around the cubin check."""
+    report = verify_champion(REPLAY_MEMO, "trsm_small", "float64", 0)
+    assert (report.status, report.failure.check) == ("contract_error", "device_global_state")
