@@ -13,21 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.checks.accuracy import check_forward_error, check_residual, reference
+from evaluator.checks.accuracy import check_solution
 from evaluator.checks.integrity import (
-    check_finite,
+    GUARD_ELEMENTS,
     check_guards,
     check_input_unchanged,
     digest,
     guard_pattern,
 )
+from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
 from evaluator.inputs import Problem, make_problem
 from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
-
-GUARD_ELEMENTS = 256
 
 
 def gpu_info() -> dict[str, Any]:
@@ -61,8 +60,11 @@ def _load_driver(cubin: bytes, path_id: str, dtype: str) -> Any:
     return TrsmSmallDriver(cubin, dtype, get_path(path_id))
 
 
-def check_problem(driver: Any, problem: Problem) -> CheckFailure | None:
-    """Run the candidate once on ``problem`` and apply every check to what it left behind."""
+def solve_checked(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
+    """Run the candidate once on ``problem`` and apply every check to what it left behind.
+
+    Returns the first failure (None when all pass) and the output X (None when nothing ran).
+    """
     import cupy
 
     m, n = problem.shape
@@ -76,36 +78,39 @@ def check_problem(driver: Any, problem: Problem) -> CheckFailure | None:
     try:
         driver.solve_raw(a_dev.data.ptr + g, b_dev.data.ptr + g, m, n, m, m)
     except GeometryError as exc:
-        return CheckFailure("launch_geometry", (m, n), None, None, str(exc))
+        return CheckFailure("launch_geometry", (m, n), None, None, str(exc)), None
     cupy.cuda.Device().synchronize()
     a_out, b_out = a_dev.get().tobytes(), b_dev.get().tobytes()
     x = np.frombuffer(b_out[g : g + m * n * itemsize], problem.b.dtype).reshape((m, n), order="F")
     failure = check_guards(guard * 4, a_out[:g] + a_out[-g:] + b_out[:g] + b_out[-g:], (m, n))
     failure = failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n))
-    return failure or check_solution(problem, x)
+    return failure or check_solution(problem, x), x
 
 
-# References of the problems of the task in hand: timing checks every input set twice.
-_REFERENCES: dict[tuple[int, int, str, int, str], tuple[np.ndarray, np.ndarray]] = {}
-
-
-def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
-    """The numerical checks on one output X (m×n, Fortran order) of ``problem``."""
-    m, n = problem.shape
-    failure = check_finite(x, (m, n)) or check_residual(problem.a, problem.b, x)
+def check_pair(driver: Any, first: Problem, second: Problem) -> CheckFailure | None:
+    """Solve an audit pair back to back (``evaluator.checks.replay``), each against its own
+    reference; a failing output of the second that solves the first is ``replayed_result``."""
+    failure, _ = solve_checked(driver, first)
     if failure:
         return failure
-    key = (m, n, problem.b.dtype.name, problem.seed, problem.kind)
-    if key not in _REFERENCES:
-        _REFERENCES[key] = reference(problem.a, problem.b)
-    x_ref, growth = _REFERENCES[key]
-    return check_forward_error(problem.a, x, x_ref, growth)
+    failure, x = solve_checked(driver, second)
+    if failure and x is not None:
+        return check_replayed(first, second, x) or failure
+    return failure
+
+
+def _located(failure: CheckFailure, where: str) -> CheckFailure:
+    """``failure`` with the inputs it was found on appended to its detail."""
+    return CheckFailure(
+        failure.check, failure.shape, failure.value, failure.bound, f"{failure.detail} [{where}]"
+    )
 
 
 def verify(
     driver: Any, dtype: str, shapes: list[tuple[int, int]], seeds: list[int], growth: bool
 ) -> tuple[CheckFailure | None, list[tuple[int, int]]]:
-    """Check every shape × seed on fresh inputs (plus the growth case for m ≥ 16 if asked).
+    """Check every shape × seed on fresh inputs (plus the growth case for m ≥ 16 if asked), an
+    audit pair per shape with m ≥ 2 (built on the first seed's problem), and issue 6's 4×4 pair.
 
     Returns the first failure (or None) and the shapes that passed every check.
     """
@@ -115,12 +120,13 @@ def verify(
         if growth and m >= 16:
             problems.append(make_problem(m, n, dtype, seeds[0], kind="growth"))
         for problem in problems:
-            if failure := check_problem(driver, problem):
-                detail = f"{failure.detail} [{problem.kind} inputs, seed {problem.seed}]"
-                return CheckFailure(
-                    failure.check, failure.shape, failure.value, failure.bound, detail
-                ), passed
+            if failure := solve_checked(driver, problem)[0]:
+                return _located(failure, f"{problem.kind} inputs, seed {problem.seed}"), passed
+        if m >= 2 and (failure := check_pair(driver, problems[0], audit_partner(problems[0]))):
+            return _located(failure, f"audit pair on seed {problems[0].seed}"), passed
         passed.append((m, n))
+    if failure := check_pair(driver, *issue_pair(dtype)):
+        return _located(failure, "audit pair of issue 6, 4x4"), passed
     return None, passed
 
 
@@ -157,7 +163,6 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     """
     if task["kind"] == "info":
         return {"gpu": gpu_info()}
-    _REFERENCES.clear()
     dtype = task["dtype"]
     t0 = time.perf_counter()
     driver = _load_driver(task["cubin"], task["path_id"], dtype)

@@ -2,28 +2,134 @@
 
 At m, n ≤ 64 one launch timed with CUDA events measures launch overhead (an empty kernel reads
 9.2 µs that way on the H200, 0.57 µs per launch inside a graph; docs/DESIGN.md "Timing").
-So each timed graph holds ``calls`` solves over ``sets`` rotating input sets; because TRSM works
+So each timed graph holds ``calls`` solves, each on an input set of its own; because TRSM works
 in place, every solve is preceded by a device-to-device copy restoring its B from a pristine
 copy, and a third graph of the copies alone is timed the same way and subtracted. Replays of the
 three graphs are interleaved sample by sample, after a warm-up, so drift hits all alike.
 
+No two calls see the same inputs: before every replay (outside the timed region) every set of A
+and of pristine B is overwritten in place on the device with a new bounded problem drawn as
+``evaluator.inputs`` draws them. A kernel that keeps results between launches keyed on a few
+input elements (issue 6) then never finds them again, and gains nothing from them.
+
 What was timed must also be right: a kernel could count its calls, or watch the clock, and skip
 work only while it is being timed. So the candidate's outputs of one replay chosen at random
-(unseeded, so unpredictable to the candidate) and of the single-call runs are checked with the
-same checks as verification. Runs inside the GPU worker process only.
+(unseeded, so unpredictable to the candidate), and of the single-call runs, are checked with the
+same checks as verification, against references of exactly the inputs that replay read (copied
+before they are refreshed); the guard bands around every set of B and A's bytes, guards and NaN
+triangle included, must be unchanged. Runs inside the GPU worker process only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from evaluator.inputs import NUMPY_DTYPES, Problem, make_problem
+from evaluator.checks.integrity import (
+    GUARD_ELEMENTS,
+    check_guards,
+    check_input_unchanged,
+    digest,
+    guard_pattern,
+)
+from evaluator.inputs import NUMPY_DTYPES, CounterRng, Problem, bounded_sets
 from evaluator.report import CheckFailure, ShapeTiming
 
 Check = Callable[[Problem, np.ndarray], CheckFailure | None]
+
+# Every input set starts on this many bytes, as a fresh allocation would, so a kernel's
+# vectorized loads see the same alignment as in verification.
+SET_ALIGN_BYTES = 256
+
+
+@dataclass(frozen=True)
+class SetLayout:
+    """``count`` arrays of ``size`` elements in one buffer, each between guard bands.
+
+    Buffer: a guard band, then per set its elements and a band of at least ``guard`` elements
+    (padded so the next set starts aligned). Works on NumPy and CuPy arrays alike.
+    """
+
+    count: int
+    size: int
+    itemsize: int
+    guard: int = GUARD_ELEMENTS
+
+    @property
+    def stride(self) -> int:
+        """Elements from one set's start to the next's."""
+        align = SET_ALIGN_BYTES // self.itemsize
+        return -(-(self.size + self.guard) // align) * align
+
+    @property
+    def total(self) -> int:
+        """Elements in the whole buffer."""
+        return self.guard + self.count * self.stride
+
+    def offset(self, i: int) -> int:
+        """Byte offset of set ``i`` in the buffer."""
+        return (self.guard + i * self.stride) * self.itemsize
+
+    def allocate(self, xp: Any, dtype: np.dtype) -> Any:
+        """A buffer of ``dtype`` holding guard values (payload-tagged NaNs) everywhere."""
+        return xp.array(np.frombuffer(guard_pattern(dtype, self.total), dtype))
+
+    def payload(self, flat: Any) -> Any:
+        """A (count, size) view of the sets' elements in ``flat``; writable."""
+        return flat[self.guard :].reshape(self.count, self.stride)[:, : self.size]
+
+    def guard_bytes(self, flat: np.ndarray) -> bytes:
+        """The bytes of every guard band of a host copy of the buffer, in order."""
+        bands = np.ones(self.total, dtype=bool)
+        self.payload(bands)[...] = False
+        return flat[bands].tobytes()
+
+
+def audit_outputs(
+    when: str,
+    layouts: tuple[SetLayout, SetLayout],
+    shape: tuple[int, int],
+    inputs: tuple[np.ndarray, np.ndarray],
+    after: tuple[np.ndarray, np.ndarray],
+    sets: range,
+    check: Check,
+    seed: int,
+) -> CheckFailure | None:
+    """The first failure of the candidate's outputs of one timed run, from host copies.
+
+    ``layouts``: of the A and the B buffers; ``inputs``: the A and pristine-B buffers as that
+    run read them (copied before the next refresh); ``after``: the A buffer and the candidate's
+    work-B buffer after it. Checks: B's guard bands unchanged, A unchanged byte for byte (guards
+    and NaN triangle included), then ``check`` on the outputs of ``sets`` against their own
+    inputs. Failures are renamed ``timed_output_<check>``; ``seed`` (of the timing inputs) is
+    recorded in the problems checked.
+    """
+    (a_layout, b_layout), (m, n) = layouts, shape
+    a_in, b_in = inputs
+    a_out, x_out = after
+    fresh_bands = b_layout.guard_bytes(b_layout.allocate(np, x_out.dtype))
+    failure = check_guards(fresh_bands, b_layout.guard_bytes(x_out), shape)
+    a_digests = digest(a_in.tobytes()), digest(a_out.tobytes())
+    failure = failure or check_input_unchanged(*a_digests, shape)
+    where = when
+    if failure is None:
+        a_sets, b_sets = a_layout.payload(a_in), b_layout.payload(b_in)
+        x_sets = b_layout.payload(x_out)
+        for i in sets:
+            a, b = a_sets[i].reshape((m, m), order="F"), b_sets[i].reshape((m, n), order="F")
+            x = x_sets[i].reshape((m, n), order="F")
+            if failure := check(Problem(a, b, "timed", seed), x):
+                where = f"{when}, input set {i}"
+                break
+    if failure is None:
+        return None
+    return CheckFailure(
+        "timed_output_" + failure.check, failure.shape, failure.value, failure.bound,
+        f"{where}: {failure.detail}",
+    )  # fmt: skip
 
 
 def _iqr(values: np.ndarray) -> float:
@@ -39,7 +145,6 @@ def time_shape(
     baseline: Any,
     check: Check,
     *,
-    sets: int = 8,
     calls: int = 32,
     samples: int = 60,
     warmup: int = 5,
@@ -47,41 +152,64 @@ def time_shape(
     seed: int = 12345,
 ) -> tuple[ShapeTiming, CheckFailure | None]:
     """Median device µs per call (and IQR) of ``candidate`` and ``baseline`` at (m, n), and the
-    first failure of ``check`` on the candidate's timed outputs (None when all are right).
+    first failure of the audits of the candidate's timed outputs (None when all are right).
 
     ``candidate(a_ptr, b_ptr, m, n, lda, ldb, stream)`` launches the kernel on ``stream``;
     ``baseline`` is a :class:`seeds.trsm_small.baseline.CublasTrsm` (rebound to the stream);
     ``check(problem, x)`` applies the verification checks to one output X (m×n, Fortran order).
+    ``seed`` starts the device's draws of the timed inputs (recorded in the report).
+
+    Raises:
+        ValueError: ``single_calls`` > ``calls`` (each single call needs a set of its own).
     """
     import cupy
     from cupy.cuda import runtime
 
-    itemsize = np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    nbytes = m * n * itemsize
-    problems = [make_problem(m, n, dtype, seed + i) for i in range(sets)]
-    a_sets = [cupy.asarray(p.a.ravel(order="F")) for p in problems]
-    pristine = [cupy.asarray(p.b.ravel(order="F")) for p in problems]
-    # Each graph solves into its own buffers, so the candidate's outputs survive to be checked.
-    work = {key: [cupy.empty_like(b) for b in pristine] for key in ("cand", "blas", "copy")}
+    if single_calls > calls:
+        raise ValueError(f"single_calls {single_calls} > calls {calls}")
+    np_dtype = np.dtype(NUMPY_DTYPES[dtype])
+    nbytes = m * n * np_dtype.itemsize
+    layouts = a_layout, b_layout = (
+        SetLayout(calls, m * m, np_dtype.itemsize), SetLayout(calls, m * n, np_dtype.itemsize),
+    )  # fmt: skip
+    a_buf, pristine = a_layout.allocate(cupy, np_dtype), b_layout.allocate(cupy, np_dtype)
+    # Each graph solves into its own buffer, so the candidate's outputs survive to be checked.
+    work = {key: b_layout.allocate(cupy, np_dtype) for key in ("cand", "blas", "copy")}
+    rng = CounterRng(cupy, seed)
     stream = cupy.cuda.Stream(non_blocking=True)
     baseline.set_stream(stream)
 
+    def refresh() -> None:
+        # In place: the captured graphs hold these addresses. On the timing stream, so it is
+        # ordered before the next replay and never inside its events.
+        with stream:
+            a, b = bounded_sets(rng, m, n, dtype, calls)
+            a_layout.payload(a_buf)[...] = a
+            b_layout.payload(pristine)[...] = b
+
+    def inputs_copy() -> tuple[Any, Any]:
+        with stream:
+            return a_buf.copy(), pristine.copy()
+
     def restore(key: str, i: int) -> None:
         runtime.memcpyAsync(
-            work[key][i].data.ptr, pristine[i].data.ptr, nbytes, runtime.memcpyDeviceToDevice,
-            stream.ptr,
+            work[key].data.ptr + b_layout.offset(i), pristine.data.ptr + b_layout.offset(i),
+            nbytes, runtime.memcpyDeviceToDevice, stream.ptr,
         )  # fmt: skip
 
     def run_candidate(i: int) -> None:
-        candidate(a_sets[i].data.ptr, work["cand"][i].data.ptr, m, n, m, m, stream)
+        a_ptr = a_buf.data.ptr + a_layout.offset(i)
+        candidate(a_ptr, work["cand"].data.ptr + b_layout.offset(i), m, n, m, m, stream)
 
     def run_baseline(i: int) -> None:
-        baseline.solve_raw(a_sets[i].data.ptr, work["blas"][i].data.ptr, m, n, m, m)
+        a_ptr = a_buf.data.ptr + a_layout.offset(i)
+        baseline.solve_raw(a_ptr, work["blas"].data.ptr + b_layout.offset(i), m, n, m, m)
 
     solvers: dict[str, Callable[[int], None] | None] = {
         "cand": run_candidate, "blas": run_baseline, "copy": None,
     }  # fmt: skip
     # Untimed first calls outside capture: module load, geometry query, cuBLAS workspace.
+    refresh()
     for key in ("cand", "blas"):
         restore(key, 0)
         solvers[key](0)  # type: ignore[misc]
@@ -90,53 +218,51 @@ def time_shape(
     def capture(key: str) -> Any:
         stream.begin_capture()
         for r in range(calls):
-            restore(key, r % sets)
+            restore(key, r)
             if (solve := solvers[key]) is not None:
-                solve(r % sets)
+                solve(r)
         return stream.end_capture()
-
-    def check_outputs(when: str) -> CheckFailure | None:
-        stream.synchronize()
-        for i, problem in enumerate(problems):
-            x = work["cand"][i].get().reshape((m, n), order="F")
-            if failure := check(problem, x):
-                return CheckFailure(
-                    "timed_output_" + failure.check, failure.shape, failure.value, failure.bound,
-                    f"{when}, input set {i}: {failure.detail}",
-                )  # fmt: skip
-        return None
 
     graphs = {key: capture(key) for key in solvers}
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     raw: dict[str, list[float]] = {k: [] for k in graphs}
     order = list(graphs)
     audited = warmup + int(np.random.default_rng().integers(samples))
-    failure: CheckFailure | None = None
+    replay_audit: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
     for s in range(warmup + samples):
         for key in order[s % 3 :] + order[: s % 3]:
+            refresh()
+            watched = s == audited and key == "cand"
+            before = inputs_copy() if watched else None
             start.record(stream)
             graphs[key].launch(stream)
             stop.record(stream)
             stop.synchronize()
             if s >= warmup:
                 raw[key].append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)  # µs
-            if s == audited and key == "cand":
-                failure = check_outputs(f"graph replay {s - warmup} of {samples}")
+            if before is not None:
+                # To the host now: the next refresh overwrites what this replay read.
+                inputs = (before[0].get(), before[1].get())
+                replay_audit = inputs, (a_buf.get(), work["cand"].get())
     copy_us = float(np.median(raw["copy"]))
     per_call = {k: (np.asarray(raw[k]) - copy_us) / calls for k in ("cand", "blas")}
 
     def single(key: str) -> float:
         times = []
         for i in range(single_calls):
-            restore(key, i % sets)
+            restore(key, i)
             stream.synchronize()
             start.record(stream)
-            solvers[key](i % sets)  # type: ignore[misc]
+            solvers[key](i)  # type: ignore[misc]
             stop.record(stream)
             stop.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
         return float(np.median(times))
 
+    refresh()  # the single calls too see inputs no replay saw
+    before = inputs_copy()
+    single_us = {key: single(key) for key in ("cand", "blas")}
+    single_audit = (before[0].get(), before[1].get()), (a_buf.get(), work["cand"].get())
     timing = ShapeTiming(
         m=m,
         n=n,
@@ -144,7 +270,12 @@ def time_shape(
         candidate_spread_us=_iqr(per_call["cand"]),
         baseline_us=float(np.median(per_call["blas"])),
         baseline_spread_us=_iqr(per_call["blas"]),
-        candidate_single_call_us=single("cand"),
-        baseline_single_call_us=single("blas"),
+        candidate_single_call_us=single_us["cand"],
+        baseline_single_call_us=single_us["blas"],
     )
-    return timing, failure or check_outputs("single calls")
+    assert replay_audit is not None  # audited < warmup + samples
+    replay_when = f"graph replay {audited - warmup} of {samples}"
+    failure = audit_outputs(replay_when, layouts, (m, n), *replay_audit, range(calls), check, seed)
+    return timing, failure or audit_outputs(
+        "single calls", layouts, (m, n), *single_audit, range(single_calls), check, seed
+    )

@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluator.checks.accuracy import check_forward_error, check_residual, reference
+from evaluator.checks.accuracy import (
+    check_forward_error,
+    check_residual,
+    check_solution,
+    reference,
+)
 from evaluator.checks.integrity import check_finite, check_guards
+from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
 from evaluator.inputs import make_problem
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
@@ -96,3 +102,52 @@ def test_inputs_have_the_documented_structure(m, n, dtype, seed):
     assert (np.abs(np.tril(a, -1)) <= 1 / np.sqrt(m) + 1e-6).all()
     x_ref, _ = reference(a, problem.b)
     assert np.isfinite(x_ref).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_issue_6_small_case_second_solution_accepted_first_refused_as_replayed(dtype):
+    """A memo keyed on A[0], B's first and last rows hands X(B1) back for B2: refused, named."""
+    first, second = issue_pair(dtype)
+    assert first.a[0, 0] == second.a[0, 0] == 2 and np.isnan(first.a[np.triu_indices(4, 1)]).all()
+    assert np.array_equal(first.b[[0, 3]], second.b[[0, 3]])
+    x1, x2 = reference(first.a, first.b)[0], reference(second.a, second.b)[0]
+    assert np.array_equal(x2, [[1, 1], [4, 4], [-2.75, -2.75], [4.75, 4.75]])
+    assert np.array_equal(x1, [[1, 1], [0, 0], [0.25, 0.25], [1.75, 1.75]])
+    x1, x2 = x1.astype(dtype, order="F"), x2.astype(dtype, order="F")
+    assert check_solution(second, x2) is None
+    failure = check_solution(second, x1)
+    assert failure is not None and failure.check == "scaled_residual"
+    replayed = check_replayed(first, second, x1)
+    assert replayed is not None and replayed.check == "replayed_result"
+    # An output that is merely wrong keeps the failure its own checks gave.
+    assert check_replayed(first, second, x2 + 1) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("m", "n", "kind"), [(2, 3, "bounded"), (7, 5, "bounded"), (64, 64, "growth")]
+)
+def test_audit_partner_shares_what_a_cheap_key_reads_and_differs_inside(dtype, m, n, kind):
+    first = make_problem(m, n, dtype, seed=17, kind=kind)
+    second = audit_partner(first)
+    assert second.a.flags.f_contiguous and second.b.flags.f_contiguous
+    assert second.a.dtype == first.a.dtype and second.shape == first.shape
+    assert np.array_equal(second.b[[0, m - 1]], first.b[[0, m - 1]])
+    assert np.array_equal(np.diag(second.a), np.diag(first.a))
+    assert np.isnan(second.a[np.triu_indices(m, 1)]).all()
+    lower = np.tril_indices(m, -1)
+    assert (second.a[lower] != first.a[lower]).all()
+    assert (second.b[1 : m - 1] != first.b[1 : m - 1]).all()
+    # The same distribution: its own bound holds, and X differs in every row but the first.
+    scale = 1.0 if kind == "growth" else 1 / np.sqrt(m)
+    assert (np.abs(second.a[lower]) <= scale + 1e-6).all()
+    x1, x2 = reference(first.a, first.b)[0], reference(second.a, second.b)[0]
+    assert np.array_equal(x1[0], x2[0]) and (x1[1:] != x2[1:]).all()
+    assert check_solution(second, x2.astype(dtype)) is None
+    replayed = check_replayed(first, second, x1.astype(dtype))
+    assert replayed is not None and replayed.check == "replayed_result"
+
+
+def test_audit_partner_needs_a_row_inside():
+    with pytest.raises(ValueError):
+        audit_partner(make_problem(1, 4, "float64", seed=1))

@@ -10,6 +10,7 @@ import pytest
 from test_evaluator_device_state import REPLAY_MEMO
 
 from evaluator.champion import verify_champion
+from evaluator.inputs import make_problem
 from evaluator.pipeline import Evaluator
 from evaluator.screen import screen
 from seeds.registry import get_path
@@ -210,3 +211,105 @@ def test_champion_verification_refuses_the_replay_memo():
     """The champion checks run the same pipeline first: no path around the cubin check."""
     report = verify_champion(REPLAY_MEMO, "trsm_small", "float64", 0)
     assert (report.status, report.failure.check) == ("contract_error", "device_global_state")
+
+
+# Issue 6: results kept between launches, keyed on A[0] and B's first and last rows (per block:
+# the block's first column), in 32 slots picked by B[0, c0]'s low bits, with a hit counter.
+MEMO_DEVICE = r"""#define KV_SLOTS 32
+__device__ scalar_t kv_memo_x[KV_SLOTS][KV_MAX_M * KV_MAX_M];
+__device__ scalar_t kv_memo_key[KV_SLOTS][KV_MAX_M][3];
+__device__ int kv_memo_mn[KV_SLOTS][KV_MAX_M][2];
+__device__ unsigned int kv_hits;
+__device__ __forceinline__ bool kv_same(scalar_t a, scalar_t b) {
+  const real_t* p = reinterpret_cast<const real_t*>(&a);
+  const real_t* q = reinterpret_cast<const real_t*>(&b);
+  for (int i = 0; i < (int)(sizeof(scalar_t) / sizeof(real_t)); ++i)
+    if (p[i] != q[i]) return false;
+  return true;
+}
+extern "C" __global__ void __launch_bounds__"""
+MEMO_LOOKUP = r"""const int tid = warp * KV_WARP + lane;
+  const int kv_c0 = blockIdx.x * TRSM_WARPS * TRSM_COLS_PER_WARP;
+  const scalar_t kv_k[3] = {A[0], B[(long)kv_c0 * ldb], B[(long)kv_c0 * ldb + m - 1]};
+  const int kv_slot = (int)(reinterpret_cast<const unsigned int*>(&kv_k[1])[0] % KV_SLOTS);
+  __syncthreads();  // every thread has its key before any writes B
+  if (kv_memo_mn[kv_slot][blockIdx.x][0] == m && kv_memo_mn[kv_slot][blockIdx.x][1] == n &&
+      kv_same(kv_memo_key[kv_slot][blockIdx.x][0], kv_k[0]) &&
+      kv_same(kv_memo_key[kv_slot][blockIdx.x][1], kv_k[1]) &&
+      kv_same(kv_memo_key[kv_slot][blockIdx.x][2], kv_k[2])) {
+    for (int idx = tid; idx < m * TRSM_WARPS * TRSM_COLS_PER_WARP; idx += KV_WARP * TRSM_WARPS) {
+      const int col = kv_c0 + idx / m;
+      if (col < n) B[(long)col * ldb + idx % m] = kv_memo_x[kv_slot][col * KV_MAX_M + idx % m];
+    }
+    if (tid == 0) atomicAdd(&kv_hits, 1u);
+    return;
+  }"""
+MEMO_STORE = (
+    "if (row < m && col < n) { B[(long)col * ldb + row] = b[c][s]; "
+    "kv_memo_x[kv_slot][col * KV_MAX_M + row] = b[c][s]; }"
+)
+MEMO_KEY = r"""  }
+  if (tid == 0) {
+    for (int i = 0; i < 3; ++i) kv_memo_key[kv_slot][blockIdx.x][i] = kv_k[i];
+    kv_memo_mn[kv_slot][blockIdx.x][0] = m;
+    kv_memo_mn[kv_slot][blockIdx.x][1] = n;
+  }
+}
+// EVOLVE-BLOCK-END"""
+MEMOIZING = (
+    _variant('extern "C" __global__ void __launch_bounds__', MEMO_DEVICE)
+    .replace("const int tid = warp * KV_WARP + lane;", MEMO_LOOKUP)
+    .replace(STORE, MEMO_STORE)
+    .replace("  }\n}\n// EVOLVE-BLOCK-END", MEMO_KEY)
+)
+
+
+def _memoizing_cubin(dtype: str) -> bytes:
+    from evaluator.compile import compile_cubin
+
+    spec = get_path("trsm_small")
+    result = compile_cubin(MEMOIZING, spec.compile_options(dtype, "sm_90"), "sm_90")
+    assert result.ok, result.log
+    return result.cubin
+
+
+def test_kernel_that_replays_kept_results_is_refused_by_the_audit_pairs(evaluators):
+    """The dynamic defence alone: stage 2 is run on the compiled cubin directly, past any
+    static check of the cubin (such as one refusing ``__device__`` globals) that stage 1 has."""
+    from evaluator.report import EvaluationReport
+
+    assert MEMOIZING.count("kv_memo_key") == 5 and screen(MEMOIZING, SEED) is None
+    ev = evaluators("float64")
+    report = ev.stage2(EvaluationReport("trsm_small", "float64"), _memoizing_cubin("float64"))
+    assert (report.status, report.failure.check) == ("wrong", "replayed_result"), report.failure
+    assert "audit pair" in report.failure.detail and report.combined_score == 0
+    seed = ev.evaluate(SEED)
+    assert seed.status == "ok" and seed.combined_score > 0, seed.failure
+
+
+def test_timed_replays_never_see_the_same_inputs_twice():
+    """The memoizing kernel timed on its own: it never finds a kept result (no hit in 65
+    replays × 32 calls and the single calls, where the old 8 rotating sets let it hit on most
+    calls), so what is timed is its real work, and its timed outputs pass the audit."""
+    import cupy
+
+    from evaluator.checks.accuracy import check_solution
+    from evaluator.timing import time_shape
+    from seeds.trsm_small.baseline import CublasTrsm
+    from seeds.trsm_small.driver import TrsmSmallDriver
+
+    driver = TrsmSmallDriver(_memoizing_cubin("float64"), "float64")
+    hits = cupy.ndarray((1,), cupy.uint32, memptr=driver.compiled.module.get_global("kv_hits"))
+    baseline = CublasTrsm("float64")
+    try:
+        timing, failure = time_shape(64, 64, "float64", driver.solve_raw, baseline, check_solution)
+        assert int(hits.get()[0]) == 0 and failure is None, failure
+        # The same kernel on one repeated input does hit: the counter works.
+        a = cupy.asarray(make_problem(64, 64, "float64", 1).a.ravel(order="F"))
+        for _ in range(2):
+            b = cupy.asarray(make_problem(64, 64, "float64", 1).b.ravel(order="F"))
+            driver.solve_raw(a.data.ptr, b.data.ptr, 64, 64, 64, 64)
+        assert int(hits.get()[0]) > 0
+    finally:
+        baseline.close()
+    assert 0 < timing.candidate_us < 1000 and 0 < timing.baseline_us < 1000

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from evaluator.checks.integrity import check_finite
+from evaluator.inputs import Problem
 from evaluator.report import CheckFailure
 
 RESIDUAL_THRESHOLD = 30.0
@@ -89,3 +91,14 @@ def check_forward_error(
             "4 gamma_(m+2) (|inv(A)| |A| |X|)_i",
         )
     return None
+
+
+def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
+    """Every numerical check on one output X (m×n, Fortran order) of ``problem``: finite, then
+    the scaled residual, then the per-row forward error against the problem's own reference."""
+    m, n = problem.shape
+    failure = check_finite(x, (m, n)) or check_residual(problem.a, problem.b, x)
+    if failure:
+        return failure
+    x_ref, growth = reference(problem.a, problem.b)
+    return check_forward_error(problem.a, x, x_ref, growth)

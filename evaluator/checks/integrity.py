@@ -12,6 +12,8 @@ from evaluator.report import CheckFailure
 # bands around A and B hold them: a kernel that reads past an array gets NaN, which flows into X
 # and fails the finite check; one that writes there changes the exact bytes.
 _GUARD_BITS = {4: (np.uint32, 0x7FC0_4B56), 8: (np.uint64, 0x7FF8_0000_4B56_4B56)}
+# Elements of guard band on each side of an array (verification) or of each timed input set.
+GUARD_ELEMENTS = 256
 
 
 def guard_pattern(dtype: np.dtype, elements: int) -> bytes:
