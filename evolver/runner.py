@@ -56,6 +56,7 @@ from evolver.progress import Best, Heartbeat, ProgressReporter
 from evolver.prompts import system_message, write_templates
 from evolver.settings import EvolverSettings
 from evolver.store import open_store
+from kernevo.stopping import note_stop, stop_handled
 from seeds.registry import get_path
 
 NO_GPU_KEY = "none"
@@ -95,6 +96,14 @@ def _noted(signum: int, frame: Any) -> None:
     started meanwhile (OpenEvolve's pool workers) would inherit across exec."""
 
 
+def _stop_caught() -> None:
+    """A :class:`JobStopped` was caught: no redelivery, and a second SIGTERM while the job is
+    being marked failed is ignored."""
+    stop_handled()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _noted)
+
+
 @contextmanager
 def _stopping_on_sigterm() -> Iterator[None]:
     """Inside the block, SIGTERM raises :class:`JobStopped` (once: a second one while the job
@@ -106,7 +115,7 @@ def _stopping_on_sigterm() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: Any) -> None:
-        signal.signal(signum, _noted)
+        note_stop(signum)  # sent again until caught (kernevo.stopping says why)
         raise JobStopped(signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
@@ -205,6 +214,7 @@ def _start_job(
             job, job_id, engine, gpu, backend, settings=settings, resuming=False, write=write
         )
     except JobStopped as stop:  # between the row's creation and _run's own guard
+        _stop_caught()
         if job_id is None:
             raise
         return _stopped(engine, job_id, job, stop.signum, write)
@@ -359,6 +369,7 @@ def _run(
             )
         except BaseException as error:
             if isinstance(error, JobStopped):  # SIGTERM in setup: an outcome, as in the run
+                _stop_caught()
                 return _stopped(engine, job_id, job, error.signum, write)
             # Mark the job failed (resumable) unless it was cancelled meanwhile.
             interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit

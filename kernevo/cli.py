@@ -38,6 +38,7 @@ from kernevo.environment import (
     read_settings,
     shorten,
 )
+from kernevo.stopping import note_stop, stop_handled
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -67,6 +68,7 @@ class _Stopped(BaseException):
 
 
 def _raise_stopped(signum: int, frame: Any) -> None:
+    note_stop(signum)  # sent again until main() has caught it (kernevo.stopping says why)
     raise _Stopped(signum)
 
 
@@ -92,7 +94,11 @@ _LINE_MAX = 1000
 
 
 def _one_line(error: BaseException) -> str:
-    text = _short_tokens(" ".join(str(error).split()))
+    from kernevo.text import printable
+
+    # printable: a message may quote a file name or an answer holding escapes or lone surrogates,
+    # which a UTF-8 stderr cannot even encode.
+    text = _short_tokens(" ".join(printable(str(error), 10 * _LINE_MAX).split()))
     if len(text) > _LINE_MAX:
         text = f"{text[:_LINE_MAX]}…"
     return text or type(error).__name__
@@ -101,6 +107,8 @@ def _one_line(error: BaseException) -> str:
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "fix your input or infrastructure", not "kernevo has a bug"."""
     from evolver.errors import EvolverError
+    from kernevo.keys import KeyFileError
+    from kernevo.lockfile import LockFileError
     from seeds.registry import UnknownOpError, UnknownPathError
     from seeds.spec import UnknownDtypeError
 
@@ -108,6 +116,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
         CliError,
         OSError,  # infrastructure: a folder that cannot be written, a port in use
         EvolverError,
+        KeyFileError,  # a configured key or lock file that cannot be used
+        LockFileError,
         UnknownPathError,
         UnknownOpError,
         UnknownDtypeError,
@@ -607,17 +617,17 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 def _cmd_lock(args: argparse.Namespace) -> int:
     """Pin every champion in the loader's disk cache that the trust policy accepts."""
-    from dataclasses import replace
 
     from kernevo.cache import ChampionCache
     from kernevo.lockfile import lock_key, write_lock_file
     from kernevo.settings import LoaderSettings
     from kernevo.trust import policy_from_settings
 
-    settings = LoaderSettings()
+    # Pin what this machine's keys accept: an existing lock file (often the very file being
+    # rewritten, perhaps missing yet) must neither decide what is new nor be read at all.
+    settings = LoaderSettings().model_copy(update={"lock_file": None})
     cache = ChampionCache(args.cache_dir or settings.cache_dir)
-    # Pin what this machine's keys accept; an existing lock file must not decide what is new.
-    policy = replace(policy_from_settings(settings), lock=None)
+    policy = policy_from_settings(settings)
     pinned = []
     for key in cache.stored_keys():
         name = f"{key.gpu}/{key.path}/{key.dtype}/{key.shape_bucket}"
@@ -803,6 +813,14 @@ class _StdoutWhileRead:
             os.close(null)
 
 
+def _stdout_or_devnull() -> Any:
+    """``sys.stdout``, or /dev/null when the command was started with stdout closed
+    (``kernevo jobs >&-``): Python then has no ``sys.stdout`` at all."""
+    if sys.stdout is not None:
+        return sys.stdout
+    return open(os.devnull, "w")  # noqa: SIM115 — lives as long as the process
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, also when
     stdout's reader went away; 1 error; 2 usage: arguments or ``KERNEVO_*`` environment; 130
@@ -810,14 +828,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM ends the command with a line and 143 rather than silently; ``kernevo evolve``
     # replaces the handler with the runner's while a job exists (the job is marked failed).
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
-    stdout = sys.stdout
+    stdout = _stdout_or_devnull()
     sys.stdout = _StdoutWhileRead(stdout)
     try:
         return _main(argv)
     except _Stopped as stop:
+        stop_handled()
         print(f"kernevo: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
         return 128 + stop.signum
     finally:
+        stop_handled()  # a job's outcome handled its stop already; nothing may fire after exit
         sys.stdout.flush()  # output to a pipe is buffered: a reader gone shows here, quietly
         sys.stdout = stdout
         signal.signal(signal.SIGTERM, previous)

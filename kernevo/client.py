@@ -23,6 +23,8 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from kernevo.text import printable
+
 FetchStatus = Literal["ok", "not_found", "unreachable", "invalid", "sha256_mismatch"]
 
 MAX_CUBIN_BYTES = 16 * 2**20
@@ -277,13 +279,6 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def printable(text: str, limit: int = 200) -> str:
-    """The first ``limit`` characters of ``text`` as one printable line: a control character,
-    line break or lone surrogate is written as its escape (``\\n``, ``\\ud800``), so a reason
-    quoting the service can be printed or logged anywhere."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text[:limit])
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import os
 import stat
 from pathlib import Path
 
+from kernevo.text import printable
+
 
 def read_regular_file(path: Path, limit: int, *, follow_symlinks: bool = False) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
@@ -32,7 +34,8 @@ def read_regular_file(path: Path, limit: int, *, follow_symlinks: bool = False) 
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise OSError(f"{path.name} is not a regular file ({stat.filemode(mode)})")
+            kind = stat.filemode(mode)
+            raise OSError(f"{printable(str(path), 500)} is not a regular file ({kind})")
         data = bytearray()
         while len(data) <= limit:
             chunk = os.read(fd, limit + 1 - len(data))
@@ -41,4 +44,4 @@ def read_regular_file(path: Path, limit: int, *, follow_symlinks: bool = False) 
             data += chunk
     finally:
         os.close(fd)
-    raise OSError(f"{path.name} is larger than {limit} bytes")
+    raise OSError(f"{printable(str(path), 500)} is larger than {limit} bytes")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from kernevo.files import read_regular_file
 from kernevo.signature import key_id
+from kernevo.text import printable
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -76,16 +77,17 @@ def load_signing_key(path: Path) -> SigningKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     path = Path(path).expanduser()
+    shown = printable(str(path), 500)  # names may hold anything
     try:
         data = read_regular_file(path, KEY_FILE_MAX_BYTES, follow_symlinks=True)
     except OSError as error:
-        raise KeyFileError(f"signing key {path}: {error.strerror or error}") from None
+        raise KeyFileError(f"signing key {shown}: {error.strerror or error}") from None
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as error:
-        raise KeyFileError(f"signing key {path}: not an unencrypted PEM key ({error})") from None
+        raise KeyFileError(f"signing key {shown}: not an unencrypted PEM key ({error})") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise KeyFileError(f"signing key {path}: {type(key).__name__}, expected Ed25519")
+        raise KeyFileError(f"signing key {shown}: {type(key).__name__}, expected Ed25519")
     raw = public_raw_of(key)
     return SigningKey(private_key=key, key_id=key_id(raw), public_raw=raw, path=path)
 
@@ -192,13 +194,14 @@ def trusted_keys(entries: Iterable[str]) -> dict[str, bytes]:
             raw = None
         if raw is None:
             path = Path(entry).expanduser()
+            shown = printable(str(path), 500)  # names may hold anything
             try:
                 text = read_regular_file(path, KEY_FILE_MAX_BYTES, follow_symlinks=True)
                 raw = parse_public_key(text.decode("ascii"))
             except (OSError, UnicodeDecodeError) as error:
-                raise KeyFileError(f"trusted key {path}: cannot read ({error})") from None
+                raise KeyFileError(f"trusted key {shown}: cannot read ({error})") from None
             except KeyFileError as error:
-                raise KeyFileError(f"trusted key {path}: {error}") from None
+                raise KeyFileError(f"trusted key {shown}: {error}") from None
         found[key_id(raw)] = raw
     return found
 

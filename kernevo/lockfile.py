@@ -27,6 +27,7 @@ from pathlib import Path
 from kernevo.client import ChampionKernel
 from kernevo.files import read_regular_file
 from kernevo.signature import champion_payload
+from kernevo.text import printable
 
 LOCK_FORMAT = "kernevo.lock.v1"
 # About 300 bytes per pinned key: 16 MiB pins tens of thousands of keys and bounds a wrong file.
@@ -77,24 +78,27 @@ class LockFile:
                 sha256 digests (the message names the file and the entry).
         """
         path = Path(path).expanduser()
+        shown = printable(str(path), 500)  # names may hold anything
         try:
             document = json.loads(
                 read_regular_file(path, LOCK_FILE_MAX_BYTES, follow_symlinks=True)
             )
         except OSError as error:
-            raise LockFileError(f"lock file {path}: {error.strerror or error}") from None
+            raise LockFileError(f"lock file {shown}: {error.strerror or error}") from None
         except (ValueError, RecursionError) as error:
-            raise LockFileError(f"lock file {path}: not JSON ({error})") from None
+            raise LockFileError(f"lock file {shown}: not JSON ({error})") from None
         if not isinstance(document, dict) or document.get("format") != LOCK_FORMAT:
-            raise LockFileError(f"lock file {path}: expected format {LOCK_FORMAT!r}")
+            raise LockFileError(f"lock file {shown}: expected format {LOCK_FORMAT!r}")
         champions = document.get("champions")
         if not isinstance(champions, dict):
-            raise LockFileError(f"lock file {path}: 'champions' must be an object")
+            raise LockFileError(f"lock file {shown}: 'champions' must be an object")
         entries: dict[str, LockEntry] = {}
         for key, pin in champions.items():
             digests = [pin.get(name) if isinstance(pin, dict) else None for name in _DIGESTS]
             if not all(isinstance(d, str) and _SHA256.match(d) for d in digests):
-                raise LockFileError(f"lock file {path}: {key}: needs hex {' and '.join(_DIGESTS)}")
+                raise LockFileError(
+                    f"lock file {shown}: {printable(str(key))}: needs hex {' and '.join(_DIGESTS)}"
+                )
             program_id = pin.get("program_id")
             entries[str(key)] = LockEntry(
                 *digests, program_id=program_id if isinstance(program_id, int) else None

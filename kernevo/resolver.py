@@ -29,10 +29,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kernevo.cache import ChampionCache
-from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome, printable
+from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
 from kernevo.paths import registry
+from kernevo.text import printable
 from kernevo.trust import Refusal, TrustPolicy
 
 log = logging.getLogger("kernevo")

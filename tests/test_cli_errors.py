@@ -915,3 +915,21 @@ def test_lock_into_a_closed_pipe_writes_the_lock_file_and_exits_quietly(tmp_path
     (line,) = done.stderr.splitlines()  # the error alone: no "Exception ignored … BrokenPipe"
     assert line.startswith("kernevo: no trusted champion in the disk cache")
     assert not lock.exists()
+
+
+@pytest.mark.parametrize("args", [("--help",), ("keys", "--dir", "keys")])
+def test_a_command_started_with_stdout_closed_runs_quietly(tmp_path: Path, args: tuple) -> None:
+    """``kernevo … >&-``: Python has no sys.stdout at all; the command still runs, exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "kernevo.cli", *args],
+        env=env,
+        stdout=None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert (done.returncode, done.stderr) == (0, "")

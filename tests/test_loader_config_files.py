@@ -68,3 +68,12 @@ def test_keys_mounted_through_symbolic_links_are_read(tmp_path: Path) -> None:
     public_link.symlink_to(key.path.with_name("champion-signing.pub"))
     assert load_signing_key(private_link).key_id == key.key_id
     assert trusted_keys([str(public_link)]) == {key.key_id: key.public_raw}
+
+
+def test_lock_file_errors_quote_keys_and_names_printably(tmp_path: Path) -> None:
+    path = tmp_path / "kernevo.lock"
+    path.write_text('{"format": "kernevo.lock.v1", "champions": {"a\\nb\\u001b[31m\\ud800": 1}}')
+    with pytest.raises(LockFileError) as caught:
+        LockFile.load(path)
+    message = str(caught.value)
+    assert message.isprintable() and "a\\nb\\x1b[31m\\ud800" in message

@@ -75,3 +75,31 @@ def test_a_tampered_cache_entry_is_not_pinned(
     cubin.write_bytes(cubin.read_bytes() + b"\0")
     assert main(["lock", "-o", str(tmp_path / "kernevo.lock")]) == 1
     assert "skipped nvidia-h200/trsm_small/float64/m64n64: disk cache:" in capsys.readouterr().out
+
+
+def test_lock_ignores_the_lock_file_it_may_be_rewriting(
+    cache_with_three: ChampionCache,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """KERNEVO_LOCK_FILE naming the file about to be written (missing yet, or broken) must
+    neither block nor decide the new pins."""
+    lock_path = tmp_path / "kernevo.lock"
+    monkeypatch.setenv("KERNEVO_LOCK_FILE", str(lock_path))
+    assert main(["lock", "-o", str(lock_path)]) == 0
+    lock_path.write_text("not json")
+    assert main(["lock", "-o", str(lock_path)]) == 0
+    assert list(LockFile.load(lock_path).entries) == ["nvidia-h200/trsm_small/float64/m64n64"]
+    capsys.readouterr()
+
+
+def test_an_unusable_trusted_key_is_one_printable_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", str(tmp_path / "key\udcff\x1b[31m.pub"))
+    assert main(["lock", "-o", str(tmp_path / "kernevo.lock")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kernevo: trusted key ") and err.count("\n") == 1
+    assert err.isprintable() or err[:-1].isprintable()
+    err.encode("utf-8")  # a lone surrogate would raise here
