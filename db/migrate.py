@@ -11,9 +11,11 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from filelock import FileLock
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
-from db.session import make_engine
+from db.session import make_engine, sqlite_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ALEMBIC_INI = PACKAGE_DIR / "alembic.ini"
@@ -33,6 +35,20 @@ MIGRATION_LOCK_KEY = 0x6B65726E65766F
 
 
 def _run(url: str, revision: str, *, up: bool) -> None:
+    parsed = make_url(url)
+    database = sqlite_file(parsed) if parsed.get_backend_name() == "sqlite" else None
+    if database is None:
+        _migrate(url, revision, up=up)
+        return
+    # SQLite: a fresh file's first connections race to switch it to WAL (PRAGMA journal_mode
+    # needs the file to itself and can answer "database is locked" at once, busy timeout or
+    # not: seen in CI with three first starts). Migrators of one file queue on a lock beside it.
+    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{Path(database).expanduser()}.migrate.lock"):
+        _migrate(url, revision, up=up)
+
+
+def _migrate(url: str, revision: str, *, up: bool) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as connection:

@@ -81,7 +81,7 @@ def _sqlite_reader_on_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN")
 
 
-def _sqlite_file(parsed: URL) -> str | None:
+def sqlite_file(parsed: URL) -> str | None:
     """The database file's path, or ``None`` for an in-memory database or a ``file:`` URI."""
     database = parsed.database
     if not database or database == ":memory:" or database.startswith("file:"):
@@ -106,7 +106,7 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_s: float | None = 
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, echo=echo, pool_pre_ping=True)
     timeout = SQLITE_BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
-    database = _sqlite_file(parsed)
+    database = sqlite_file(parsed)
     if database is not None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
@@ -146,7 +146,7 @@ def make_read_engine(
         )
         return engine.execution_options(**{_READ_ONLY_OPTION: True})
     timeout = SQLITE_BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
-    database = _sqlite_file(parsed)
+    database = sqlite_file(parsed)
     if database is None:
         # An in-memory database or a ``file:`` URI: connect as given, guarded by query_only.
         engine = create_engine(

@@ -299,7 +299,14 @@ def test_timed_replays_never_see_the_same_inputs_twice():
     from seeds.trsm_small.driver import TrsmSmallDriver
 
     driver = TrsmSmallDriver(_memoizing_cubin("float64"), "float64")
-    hits = cupy.ndarray((1,), cupy.uint32, memptr=driver.compiled.module.get_global("kv_hits"))
+    module = driver.compiled.module
+    found = module.get_global_var("kv_hits")  # a device address (or a MemoryPointer)
+    memptr = (
+        found
+        if isinstance(found, cupy.cuda.MemoryPointer)
+        else cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(int(found), 4, module), 0)
+    )
+    hits = cupy.ndarray((1,), cupy.uint32, memptr=memptr)
     baseline = CublasTrsm("float64")
     try:
         timing, failure = time_shape(64, 64, "float64", driver.solve_raw, baseline, check_solution)
