@@ -153,3 +153,12 @@ def test_audit_catches_state_kept_in_guard_bands_or_in_a():
         "r", layouts, (7, 5), inputs, (a_bad, x_after), range(3), check_solution, 9
     )
     assert failure.check == "timed_output_input_modified"
+
+
+def test_audited_sets_are_distinct_in_range_and_not_always_the_same() -> None:
+    from evaluator.timing import AUDITED_SETS, _audited_sets
+
+    draws = [_audited_sets(32) for _ in range(20)]
+    assert all(len(d) == AUDITED_SETS == len(set(d)) and min(d) >= 0 and max(d) < 32 for d in draws)
+    assert len({tuple(d) for d in draws}) > 1  # drawn afresh: a candidate cannot predict them
+    assert _audited_sets(5) == [0, 1, 2, 3, 4]
