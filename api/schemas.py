@@ -197,7 +197,10 @@ class KernelOut(BaseModel):
     """The verified champion kernel serving one problem: cubin (base64) and everything needed to
     check and launch it. ``signature`` is the base64 Ed25519 signature made at promotion over
     ``kernevo.signature.signed_payload`` and ``signing_key_id`` the sha256 (hex) of the signer's
-    raw public key; both ``null`` for a champion promoted unsigned (loaders refuse it)."""
+    raw public key; both ``null`` for a champion promoted unsigned (loaders refuse it).
+    ``certificate`` is the JSON certificate stored at promotion (``kernevo.certificate``: checks
+    passed, seeds, shapes, GPU, driver and NVRTC versions, timings, what was not verified), as
+    stored: the signature covers its sha256; ``null`` for a champion promoted before it."""
 
     path: str
     dtype: str
@@ -218,6 +221,7 @@ class KernelOut(BaseModel):
     promoted_at: datetime
     signature: str | None
     signing_key_id: str | None
+    certificate: dict[str, Any] | None
 
     @classmethod
     def from_champion(cls, champion: Champion, program: Program) -> KernelOut:
@@ -242,4 +246,5 @@ class KernelOut(BaseModel):
             promoted_at=champion.promoted_at,
             signature=champion.signature,
             signing_key_id=champion.signing_key_id,
+            certificate=champion.certificate,
         )

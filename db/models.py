@@ -141,6 +141,9 @@ class Champion(Base):
     # the public key that checks it; None for a champion promoted without a signing key.
     signature: Mapped[str | None] = mapped_column(Text)
     signing_key_id: Mapped[str | None] = mapped_column(String(64))
+    # kernevo.certificate.Certificate as JSON (what verification ran and did not cover), built at
+    # promotion and covered by the signature; None for a champion promoted before certificates.
+    certificate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
     program: Mapped[Program] = relationship()

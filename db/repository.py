@@ -532,6 +532,7 @@ def promote_champion(
     compile_options: Sequence[str],
     signature: str | None = None,
     signing_key_id: str | None = None,
+    certificate: Mapping[str, Any] | None = None,
 ) -> Champion:
     """Make the evaluated program the champion of (path, dtype, gpu_key, shape_bucket), if it is
     better: champions only improve.
@@ -553,7 +554,8 @@ def promote_champion(
     ``signature`` (base64 Ed25519 over ``kernevo.signature.signed_payload``) and
     ``signing_key_id`` (sha256 hex of the signer's raw public key) are stored as given (the
     signer checks them against the stored row); ``None`` stores an unsigned champion, which
-    loaders refuse.
+    loaders refuse. ``certificate`` (``kernevo.certificate.Certificate`` as JSON, which the
+    signature covers) is stored as given.
 
     Raises:
         NotFoundError: no evaluation ``evaluation_id``.
@@ -591,6 +593,7 @@ def promote_champion(
         "metrics": _metrics(evaluation),
         "signature": signature,
         "signing_key_id": signing_key_id,
+        "certificate": None if certificate is None else dict(certificate),
     }
     key = {"path": path, "dtype": dtype, "gpu_key": gpu_key, "shape_bucket": shape_bucket}
     champion = _upsert_champion(s, key, fields, score=evaluation.score)

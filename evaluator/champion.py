@@ -63,13 +63,15 @@ def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> Ev
             return report
         assert evaluator.worker is not None
         spec = evaluator.spec
+        held_out_seeds = fresh_seeds(HELD_OUT_SEED_COUNT)
+        report.held_out_seeds = list(held_out_seeds)  # recorded, pass or fail, to reproduce
         task = {
             "kind": "champion",
             "cubin": cubin,
             "path_id": path_id,
             "dtype": dtype,
             "shapes": list(spec.held_out_shapes),
-            "seeds": fresh_seeds(HELD_OUT_SEED_COUNT),
+            "seeds": held_out_seeds,
             "growth": True,
             "determinism_shapes": [spec.timed_shapes[-1], SANITIZER_SHAPE],
             "repeats": DETERMINISM_REPEATS,

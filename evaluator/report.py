@@ -110,6 +110,8 @@ class EvaluationReport:
     notes: list[str] = field(default_factory=list)
     # Seeds of the random inputs this evaluation drew (quick, verify, timing), to reproduce it.
     input_seeds: list[int] = field(default_factory=list)
+    # Seeds of the held-out inputs a champion verification drew (evaluator.champion); empty else.
+    held_out_seeds: list[int] = field(default_factory=list)
 
     def fail(self, status: str, failure: CheckFailure) -> EvaluationReport:
         """Mark this report failed (score 0) with ``status`` and its first failing check."""

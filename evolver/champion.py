@@ -6,8 +6,11 @@ shapes, determinism and compute-sanitizer on the job's GPU; its report is record
 the cubin. A champion of the same key that already scores at least as well is left in place:
 another job (or an earlier promotion) may have found a better kernel.
 
-Every champion is signed here (Ed25519, ``kernevo.signature.signed_payload``: the key, arch,
-cubin and source digests, launch, envelope, compile options and NVRTC version) with
+Every champion gets a certificate built from its verified report
+(``evaluator.certificate.build_certificate``: checks passed, seeds, shapes, GPU, versions,
+timings, what was not verified), stored with it, and is signed here (Ed25519,
+``kernevo.signature.signed_payload``: the key, arch, cubin and source digests, launch, envelope,
+compile options, NVRTC version and the certificate's sha256) with
 ``KERNEVO_SIGNING_KEY``, or by default the local key pair in ``KERNEVO_KEY_DIR`` (created on the
 first promotion, private key mode 0600), so that a loader trusting that key runs it.
 """
@@ -24,6 +27,7 @@ from sqlalchemy import Engine, select
 # here to skip verifying a program that could not be promoted anyway.
 from db.repository import MIN_CHAMPION_SCORE as MIN_CHAMPION_SCORE
 from evolver.settings import EvolverSettings
+from kernevo.certificate import certificate_sha256
 from kernevo.keys import SigningKey, generate_key_pair, load_signing_key
 from kernevo.signature import sign, signed_payload
 from seeds.spec import PathSpec
@@ -67,6 +71,7 @@ def promote_best(
     from db.models import Program
     from db.repository import sha256_hex
     from db.session import session_scope
+    from evaluator.certificate import build_certificate
     from evaluator.champion import verify_champion
     from evaluator.compile import compile_cubin
 
@@ -126,6 +131,7 @@ def promote_best(
             return PromotionOutcome(False, "champion recompile failed: " + compiled.log[:200])
         launch = {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name}
         envelope = {**spec.envelope, "verified_shapes": data.get("verified_shapes", [])}
+        certificate = build_certificate(report, spec).to_json_dict()
         payload = signed_payload(
             path=spec.path_id,
             dtype=dtype,
@@ -139,6 +145,7 @@ def promote_best(
             envelope=envelope,
             compile_options=options,
             nvrtc_version=report.compile.nvrtc_version if report.compile else None,
+            certificate_sha256=certificate_sha256(certificate),
         )
         try:
             champion = repository.promote_champion(
@@ -154,6 +161,7 @@ def promote_best(
                 compile_options=options,
                 signature=sign(key.private_key, payload),
                 signing_key_id=key.key_id,
+                certificate=certificate,
             )
         except repository.PromotionRefusedError as refusal:
             # The store decides under the champion row's lock: another job's promotion may have
@@ -201,5 +209,6 @@ def stored_payload(champion: Champion) -> bytes:
         "envelope": champion.envelope,
         "compile_options": champion.compile_options,
         "nvrtc_version": champion.nvrtc_version,
+        "certificate_sha256": certificate_sha256(champion.certificate),
     }
     return signed_payload(**fields)

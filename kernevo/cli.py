@@ -491,9 +491,24 @@ def _cmd_best(args: argparse.Namespace) -> int:
         f"envelope m <= {envelope.get('m_max')}, n <= {envelope.get('n_max')}, "
         f"{len(envelope.get('verified_shapes', []))} verified shapes",
         f"compile options: {' '.join(kernel.get('compile_options', []))}",
+        *_certificate_lines(kernel.get("certificate")),
     ]
     print("\n".join(lines))
     return 0
+
+
+def _certificate_lines(document: object) -> list[str]:
+    """The summary of a served certificate, or one line saying there is none or it is unreadable."""
+    from pydantic import ValidationError
+
+    from kernevo.certificate import Certificate
+
+    if document is None:
+        return ["certificate: none (promoted before certificates)"]
+    try:
+        return Certificate.model_validate(document).summary()
+    except ValidationError as error:
+        return [f"certificate: unreadable ({error.error_count()} problems)"]
 
 
 # --- jobs --------------------------------------------------------------------------------------

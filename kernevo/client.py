@@ -85,6 +85,7 @@ class _ChampionModel(BaseModel):
     promoted_at: str | None = None
     signature: str | None = None
     signing_key_id: str | None = None
+    certificate: dict[str, Any] | None = None
 
     @field_validator("nvrtc_version", mode="before")
     @classmethod
@@ -133,6 +134,8 @@ class ChampionKernel:
     ``launch`` names the solve kernel and the launch-configuration kernel in the module.
     ``signature`` (base64 Ed25519 over ``kernevo.signature.champion_payload``) and
     ``signing_key_id`` (sha256 of the signer's raw public key) are ``None`` when unsigned.
+    ``certificate`` is the JSON document served (``kernevo.certificate``), kept as it came: the
+    signature covers its sha256.
     """
 
     path: str
@@ -154,6 +157,7 @@ class ChampionKernel:
     cubin: bytes = field(default=b"", repr=False)
     signature: str | None = field(default=None, repr=False)
     signing_key_id: str | None = None
+    certificate: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], cubin: bytes) -> ChampionKernel:
@@ -206,6 +210,7 @@ class ChampionKernel:
             cubin=cubin,
             signature=meta.signature,
             signing_key_id=meta.signing_key_id,
+            certificate=meta.certificate,
         )
 
     def to_payload(self) -> dict[str, Any]:
@@ -232,6 +237,7 @@ class ChampionKernel:
             "promoted_at": self.promoted_at,
             "signature": self.signature,
             "signing_key_id": self.signing_key_id,
+            "certificate": None if self.certificate is None else dict(self.certificate),
         }
 
 

@@ -15,12 +15,16 @@ class NoGpuError(RuntimeError):
 @dataclass(frozen=True)
 class GpuInfo:
     """One CUDA device: ``index`` (CuPy device id), ``name`` (``"NVIDIA H200"``), ``key``
-    (``"nvidia-h200"``, the service's ``gpu=``) and ``arch`` (``"sm_90"``)."""
+    (``"nvidia-h200"``, the service's ``gpu=``), ``arch`` (``"sm_90"``), and the CUDA driver API
+    and NVRTC versions here (``"12.8"``; ``""`` when unknown), compared with a champion's
+    certificate."""
 
     index: int
     name: str
     key: str
     arch: str
+    cuda_driver_api_version: str = ""
+    nvrtc_version: str = ""
 
 
 def current_gpu() -> GpuInfo:
@@ -39,9 +43,17 @@ def current_gpu() -> GpuInfo:
         raise NoGpuError(hardware.no_gpu_reason(str(error))) from None
     raw = props["name"]
     name = raw.decode() if isinstance(raw, bytes) else str(raw)
+    driver = runtime.driverGetVersion()
+    try:
+        major, minor = cupy.cuda.nvrtc.getVersion()
+        nvrtc = f"{major}.{minor}"
+    except Exception:  # noqa: BLE001 - NVRTC missing only makes the version unknown
+        nvrtc = ""
     return GpuInfo(
         index=index,
         name=name,
         key=hardware.normalize_gpu_name(name),
         arch=hardware.arch_for_compute_capability(int(props["major"]), int(props["minor"])),
+        cuda_driver_api_version=f"{driver // 1000}.{driver % 1000 // 10}",
+        nvrtc_version=nvrtc,
     )

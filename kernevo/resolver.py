@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kernevo.cache import ChampionCache
+from kernevo.certificate import environment_differences
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
@@ -177,6 +178,13 @@ class Resolver:
         reason = acquired.reason
         if champion.arch != self.gpu.arch:
             reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
+        differences = environment_differences(
+            champion.certificate,
+            cuda_driver_api_version=self.gpu.cuda_driver_api_version,
+            nvrtc_version=self.gpu.nvrtc_version,
+        )
+        if differences:
+            reason += f"; {differences}"
         return Decision(m, n, "kernel", reason, path, bucket, champion, refusals)
 
     def _acquire(self, key: ChampionKey, m: int, n: int) -> _Acquired:

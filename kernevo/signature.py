@@ -21,14 +21,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kernevo.certificate import certificate_sha256 as certificate_digest
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from kernevo.client import ChampionKernel
 
 # Names the payload's layout; a loader refuses a signature over any other (domain separation:
-# these bytes can never be mistaken for another message signed with the same key).
-PAYLOAD_FORMAT = "kernevo.champion-signature.v1"
+# these bytes can never be mistaken for another message signed with the same key). v2 added
+# ``certificate_sha256``: a champion signed under v1 fails the check as ``bad_signature``.
+PAYLOAD_FORMAT = "kernevo.champion-signature.v2"
 
 
 def signed_payload(
@@ -45,12 +48,14 @@ def signed_payload(
     envelope: Mapping[str, Any],
     compile_options: Sequence[str],
     nvrtc_version: str | None,
+    certificate_sha256: str | None = None,
 ) -> bytes:
     """The bytes a champion's signature covers: canonical JSON (sorted keys, no spaces, UTF-8).
 
     ``launch`` contributes its ``kernel`` and ``config_kernel`` names; ``envelope`` its integer
     ``m_max``, ``n_max`` and ``verified_shapes`` (``[[m, n], …]``, in the given order); other
-    keys of either are not used by the loader and are not signed. Digests are lower-case hex.
+    keys of either are not used by the loader and are not signed. Digests are lower-case hex;
+    ``certificate_sha256`` is ``None`` only for a champion without a certificate.
 
     Raises:
         KeyError: ``launch`` or ``envelope`` lacks one of those keys.
@@ -79,6 +84,9 @@ def signed_payload(
         },
         "compile_options": [str(option) for option in compile_options],
         "nvrtc_version": None if nvrtc_version is None else str(nvrtc_version),
+        "certificate_sha256": (
+            None if certificate_sha256 is None else str(certificate_sha256).lower()
+        ),
     }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
@@ -104,6 +112,7 @@ def champion_payload(champion: ChampionKernel) -> bytes:
         },
         compile_options=champion.compile_options,
         nvrtc_version=champion.nvrtc_version,
+        certificate_sha256=certificate_digest(champion.certificate),
     )
 
 

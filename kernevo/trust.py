@@ -9,7 +9,9 @@ Every champion the loader is about to use, fetched or read from its disk cache, 
 3. ``unsigned``: the champion has no signature.
 4. ``unknown_key``: signed by a key the loader does not trust.
 5. ``bad_signature``: the signature does not verify over the champion's payload (anything
-   signed was changed: cubin, launch, envelope, options, key …, or the signature swapped).
+   signed was changed: cubin, launch, envelope, options, certificate, key …, or the signature
+   swapped; or it was signed under an older payload format than
+   ``kernevo.signature.PAYLOAD_FORMAT``).
 6. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
    pinned to another cubin or payload.
 

@@ -4,7 +4,8 @@ The problem (op, dtype, m, n) is routed to the path and shape bucket that serve 
 ``seeds.registry.route``; the GPU name is normalized to its key by
 ``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads
 stored cubins: it never compiles or runs code. It serves each champion's signature and signing
-key id as stored at promotion; it holds no key and checks nothing — the loader verifies.
+key id as stored at promotion, and its certificate (what verification covered, signed with it);
+it holds no key and checks nothing — the loader verifies.
 """
 
 from __future__ import annotations
