@@ -2,11 +2,35 @@
 service's verified champion kernel inside its envelope and cuBLAS everywhere else.
 
 Importing this package is light (no OpenEvolve, FastAPI, SQLAlchemy; CuPy only when a solver
-is used).
+is used), and its public names are imported on first use (PEP 562): the ``kernevo`` console
+script starts from this package too, and until its SIGTERM handler is in place a signal would
+end it without a word, so nothing heavy may run before ``kernevo.cli.main``.
 """
 
-from kernevo.device import NoGpuError
-from kernevo.resolver import Decision
-from kernevo.solver import TrsmSolver, load
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernevo.device import NoGpuError
+    from kernevo.resolver import Decision
+    from kernevo.solver import TrsmSolver, load
 
 __all__ = ["Decision", "NoGpuError", "TrsmSolver", "load"]
+
+# Public name → the module that defines it.
+_HOMES = {
+    "Decision": "kernevo.resolver",
+    "NoGpuError": "kernevo.device",
+    "TrsmSolver": "kernevo.solver",
+    "load": "kernevo.solver",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'kernevo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
