@@ -542,10 +542,11 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                     "backend": j.backend,
                     "model": j.model,
                     "heartbeat_at": j.heartbeat_at.isoformat() if j.heartbeat_at else None,
-                    "heartbeat_age_s": liveness(j, now).heartbeat_age_s,
-                    "stale": liveness(j, now).stale,
+                    "heartbeat_age_s": live.heartbeat_age_s,
+                    "stale": live.stale,
                 }
                 for j in jobs
+                for live in (liveness(j, now),)
             ]
     finally:
         engine.dispose()

@@ -4,39 +4,18 @@ either never change the database file."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from conftest import API_TOKEN, Seeded, seed_lineage
 from fastapi.testclient import TestClient
+from test_db_session import exclusive_lock, fingerprint
 
 import db.session
 from api.app import create_app
 from kernevo.cli import main
 
 LOCK_WAIT_S = 0.2  # busy timeout in these tests: long enough to queue, short enough to fail
-
-
-@contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """Another connection holding the SQLite file exclusively (locking_mode EXCLUSIVE: even WAL
-    readers must wait), as a crashed tool or a manual ``sqlite3`` shell might."""
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
-        holder.execute("BEGIN EXCLUSIVE")
-        holder.execute("CREATE TABLE IF NOT EXISTS lock_holder (x)")
-        yield
-        holder.execute("ROLLBACK")
-    finally:
-        holder.close()
-
-
-def _fingerprint(path: Path) -> tuple[int, bytes]:
-    return path.stat().st_mtime_ns, path.read_bytes()
 
 
 @pytest.fixture
@@ -74,11 +53,11 @@ def test_gets_and_the_health_check_never_change_the_file(
     sqlite_lineage: tuple[Path, Seeded],
 ) -> None:
     path, seeded = sqlite_lineage
-    before = _fingerprint(path)
+    before = fingerprint(path)
     with TestClient(create_app(f"sqlite:///{path}")) as client:
         for url in ["/healthz", *_get_paths(seeded)]:
             assert client.get(url).status_code == 200, url
-    assert _fingerprint(path) == before
+    assert fingerprint(path) == before
 
 
 def test_a_locked_database_is_a_503_and_a_failing_health_check(
@@ -175,7 +154,7 @@ def test_kernevo_jobs_never_changes_the_file(
     sqlite_lineage: tuple[Path, Seeded], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, _ = sqlite_lineage
-    before = _fingerprint(path)
+    before = fingerprint(path)
     status, out, err = _jobs(path, capsys)
     assert (status, err) == (0, "")
     assert out.splitlines()[1].split()[:5] == [
@@ -185,7 +164,7 @@ def test_kernevo_jobs_never_changes_the_file(
         "nvidia-h200",
         "waiting",
     ]
-    assert _fingerprint(path) == before
+    assert fingerprint(path) == before
 
 
 def test_kernevo_jobs_on_a_locked_database_is_one_line(

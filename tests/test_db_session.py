@@ -79,7 +79,8 @@ def exclusive_lock(path: Path) -> Iterator[None]:
         holder.close()
 
 
-def _fingerprint(path: Path) -> tuple[int, bytes]:
+def fingerprint(path: Path) -> tuple[int, bytes]:
+    """The file's mtime and bytes: equal before and after means it was not written."""
     return path.stat().st_mtime_ns, path.read_bytes()
 
 
@@ -181,7 +182,7 @@ def test_reading_never_creates_or_changes_the_sqlite_file(tmp_path: Path) -> Non
     path = tmp_path / "k.db"
     upgrade(f"sqlite:///{path}")
     _one_job(f"sqlite:///{path}")
-    before = _fingerprint(path)
+    before = fingerprint(path)
     engine = make_read_engine(f"sqlite:///{path}")
     try:
         for _ in range(3):
@@ -189,7 +190,7 @@ def test_reading_never_creates_or_changes_the_sqlite_file(tmp_path: Path) -> Non
                 assert s.scalar(select(func.count()).select_from(Job)) == 1
     finally:
         engine.dispose()
-    assert _fingerprint(path) == before
+    assert fingerprint(path) == before
 
 
 def test_a_locked_sqlite_database_is_a_typed_error_after_the_busy_timeout(tmp_path: Path) -> None:
@@ -242,7 +243,7 @@ def test_a_damaged_sqlite_database_is_a_typed_error(
         page_size = int.from_bytes(data[16:18], "big")
         data[page_size:] = b"\xa5" * (len(data) - page_size)  # every page after the first
         path.write_bytes(bytes(data))
-    before = _fingerprint(path)
+    before = fingerprint(path)
     engine = make_read_engine(f"sqlite:///{path}", busy_timeout_s=0.2)
     try:
         with pytest.raises(DatabaseUnavailableError, match=reason) as failed:
@@ -252,7 +253,7 @@ def test_a_damaged_sqlite_database_is_a_typed_error(
         assert "\n" not in str(failed.value)
     finally:
         engine.dispose()
-    assert _fingerprint(path) == before
+    assert fingerprint(path) == before
 
 
 @pytest.mark.postgres

@@ -17,13 +17,13 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from pathlib import Path
 
 import pytest
+from openai_stub import serve_chat
 from sqlalchemy import MetaData, create_engine, select
 
 from evaluator.compile import compile_cubin
@@ -69,51 +69,17 @@ class AttackerLLM:
         return f"<<<<<<< SEARCH\n{line}\n=======\n{line}\n{attack}\n>>>>>>> REPLACE\n"
 
 
-def _handler(stub: AttackerLLM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            self._send({"object": "list", "data": [{"id": STUB_MODEL, "object": "model"}]})
-
-        def do_POST(self) -> None:  # noqa: N802
-            stub.authorizations.append(self.headers.get("Authorization", ""))
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            message = {"role": "assistant", "content": stub.answer(body)}
-            self._send(
-                {
-                    "id": f"chatcmpl-{len(stub.requests)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }
-            )
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Handler
-
-
 @pytest.fixture
 def attacker() -> Iterator[AttackerLLM]:
     stub = AttackerLLM()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+
+    def answer(body: dict, headers: Message) -> str:
+        stub.authorizations.append(headers.get("Authorization", ""))
+        return stub.answer(body)
+
+    with serve_chat(STUB_MODEL, answer) as url:
+        stub.url = url
         yield stub
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _leaks(text: str) -> list[str]:

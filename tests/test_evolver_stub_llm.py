@@ -3,14 +3,12 @@ recorded in a temporary SQLite store: every iteration's program is there, failur
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from openai_stub import serve_chat
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
@@ -53,63 +51,12 @@ class StubLLM:
         return GARBAGE
 
 
-def _handler(stub: StubLLM) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if self.path.rstrip("/") != "/v1/models":
-                self.send_error(404)
-                return
-            self._send({"object": "list", "data": [{"id": STUB_MODEL, "object": "model"}]})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path != "/v1/chat/completions":
-                self.send_error(404)
-                return
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            content = stub.answer(body)
-            self._send(
-                {
-                    "id": f"chatcmpl-{len(stub.requests)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body["model"],
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
-                }
-            )
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    return Handler
-
-
 @pytest.fixture
 def stub_llm() -> Iterator[StubLLM]:
     stub = StubLLM()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serve_chat(STUB_MODEL, lambda body, headers: stub.answer(body)) as url:
+        stub.url = url
         yield stub
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_every_iteration_is_recorded_with_lineage_backend_and_failure_kind(
