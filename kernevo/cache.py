@@ -24,9 +24,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from kernevo.client import (
     Sha256MismatchError,
     UnusableMetadataError,
 )
-from kernevo.files import read_regular_file
+from kernevo.files import read_regular_file, write_atomically
 
 FORMAT = 1
 # fullmatch throughout: "$" would also accept a name ending in a line break.
@@ -174,11 +172,11 @@ class ChampionCache:
         folder.mkdir(parents=True, exist_ok=True)
         cubin_file = folder / f"{champion.cubin_sha256}.cubin"
         if not _holds(cubin_file, champion.cubin_sha256):
-            _atomic_write(cubin_file, champion.cubin)
+            write_atomically(cubin_file, champion.cubin)
         payload = champion.to_payload()
         record = {"format": FORMAT, "payload_sha256": payload_sha256(payload), "payload": payload}
         entry = self.entry_file(key)
-        _atomic_write(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+        write_atomically(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
         return entry
 
 
@@ -195,15 +193,3 @@ def _holds(path: Path, sha256: str) -> bool:
         return hashlib.sha256(read_regular_file(path, MAX_CUBIN_BYTES)).hexdigest() == sha256
     except OSError:
         return False
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then ``os.replace`` it into place."""
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -1,4 +1,4 @@
-"""Reading a file that someone else may have replaced: without waiting and within a bound.
+"""Files of the loader: read without waiting and within a bound, written atomically.
 
 A FIFO in place of a file would block ``read_bytes()`` forever, a link to ``/dev/zero`` would
 grow memory without end; the loader's disk cache, its key files and its lock file are all read
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from kernevo.text import printable
@@ -45,3 +46,23 @@ def read_regular_file(path: Path, limit: int, *, follow_symlinks: bool = False) 
     finally:
         os.close(fd)
     raise OSError(f"{printable(str(path), 500)} is larger than {limit} bytes")
+
+
+def write_atomically(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then ``os.replace`` it into place,
+    so a reader sees the old file or the new one, never a torn one. ``mode`` sets the file's
+    permissions (default: ``mkstemp``'s 0600).
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

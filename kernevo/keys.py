@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernevo.files import read_regular_file
+from kernevo.files import read_regular_file, write_atomically
 from kernevo.signature import key_id
 from kernevo.text import printable
 
@@ -139,15 +139,7 @@ def write_public_key(path: Path, public_raw: bytes) -> None:
     pem = Ed25519PublicKey.from_public_bytes(public_raw).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".public.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(pem)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_atomically(path, pem, mode=0o644)
 
 
 def parse_public_key(text: str) -> bytes:

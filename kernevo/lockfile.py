@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernevo.client import ChampionKernel
-from kernevo.files import read_regular_file
+from kernevo.files import read_regular_file, write_atomically
 from kernevo.signature import champion_payload
 from kernevo.text import printable
 
@@ -130,14 +128,7 @@ def write_lock_file(path: Path, champions: Iterable[ChampionKernel]) -> Path:
     }
     document = {"format": LOCK_FORMAT, "champions": dict(sorted(pins.items()))}
     path = Path(path).expanduser()
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # a lock file is meant to be read and shipped with a deployment
-        with os.fdopen(fd, "w") as tmp:
-            json.dump(document, tmp, indent=1)
-            tmp.write("\n")
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    text = json.dumps(document, indent=1) + "\n"
+    # 0644: a lock file is meant to be read and shipped with a deployment.
+    write_atomically(path, text.encode("utf-8"), mode=0o644)
     return path
