@@ -157,8 +157,9 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
 
     ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
     determinism. ``full``: verify, time ``timed_shapes`` against
-    cuBLAS, then verify ``recheck_shapes`` again on fresh inputs (catches races and state that
-    builds up across calls). Candidate failures come back as data; CUDA errors propagate to the
+    cuBLAS (and against ``rival_cubin``, the champion's, when given: ``rival_timings``), then
+    verify ``recheck_shapes`` again on fresh inputs (catches races and state that builds up
+    across calls). Candidate failures come back as data; CUDA errors propagate to the
     worker loop, which reports a fault and retires the process.
     """
     if task["kind"] == "info":
@@ -183,19 +184,26 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     from seeds.trsm_small.baseline import CublasTrsm
 
     baseline = CublasTrsm(dtype)
-    timings = []
+    # The champion's cubin, when given, is timed in the same rounds as the candidate, so that
+    # promotion compares the two interleaved, against the candidate's own noise floor.
+    rivals: dict[str, Any] = {}
+    if task.get("rival_cubin"):
+        rivals["champion"] = _load_driver(task["rival_cubin"], task["path_id"], dtype).solve_raw
+    timings, rival_timings = [], []
     try:
         for m, n in task["timed_shapes"]:
-            timing, failure = time_shape(
-                m, n, dtype, driver.solve_raw, baseline, check_solution, **task.get("timing", {})
-            )
+            timing, against, failure = time_shape(
+                m, n, dtype, driver.solve_raw, baseline, check_solution, rivals=rivals,
+                **task.get("timing", {}),
+            )  # fmt: skip
             timings.append(asdict(timing))
+            rival_timings += [asdict(r) for r in against]
             if failure:
                 result["failure"] = asdict(failure)
                 break
     finally:
         baseline.close()
-    result["timings"] = timings
+    result["timings"], result["rival_timings"] = timings, rival_timings
     if result["failure"]:
         return result
     phases["time"] = time.perf_counter() - t0 - phases["verify"]

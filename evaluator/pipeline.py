@@ -23,7 +23,7 @@ from evaluator.report import (
     GpuInfo,
     ShapeTiming,
 )
-from evaluator.score import combined_score
+from evaluator.score import combined_score, score_interval
 from evaluator.screen import screen
 from evaluator.worker import GpuWorker, TaskError, WorkerFault, WorkerTimeout
 from seeds.hardware import no_gpu_reason
@@ -161,9 +161,16 @@ class Evaluator:
         report.stage = "quick"
         return self._run_checks(report, task, QUICK_TIMEOUT_S, "verify"), result.cubin
 
-    def stage2(self, report: EvaluationReport, cubin: bytes) -> EvaluationReport:
-        """Full verification, timing against cuBLAS and re-check, continuing ``report``."""
-        task = {
+    def stage2(
+        self, report: EvaluationReport, cubin: bytes, rival_cubin: bytes | None = None
+    ) -> EvaluationReport:
+        """Full verification, timing against cuBLAS and re-check, continuing ``report``.
+
+        ``rival_cubin`` (the champion's, same path and dtype) is timed in the same rounds as the
+        candidate; the worker returns the comparison, one ``RivalTiming`` per shape, under
+        ``rival_timings``. The score and its interval follow ``evaluator.score``.
+        """
+        task: dict[str, Any] = {
             "kind": "full",
             "cubin": cubin,
             "path_id": self.spec.path_id,
@@ -175,11 +182,14 @@ class Evaluator:
             "timed_shapes": list(self.spec.timed_shapes),
             "recheck_shapes": list(self.spec.timed_shapes) + list(self.spec.quick_shapes),
         }
+        if rival_cubin:
+            task["rival_cubin"] = rival_cubin
         report.stage = "verify"
         report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
         if report.passed:
             report.stage = "time"
             report.combined_score = combined_score(report.timings)
+            report.combined_score_low, report.combined_score_high = score_interval(report.timings)
         return report
 
     def evaluate_with_cubin(self, source: str) -> tuple[EvaluationReport, bytes]:

@@ -7,8 +7,11 @@ naming the check, the shape, the measured value and the bound it broke.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from evaluator.noise import Interval, is_faster, is_slower
 
 # "compiled": a compile-only evaluation (no GPU assigned) that compiled; not a failure, not a pass.
 # "contract_error": it compiled, but the cubin breaks the candidate contract (a check of
@@ -17,6 +20,10 @@ STATUSES = (
     "ok", "compiled", "screen_error", "compile_error", "contract_error", "wrong", "timeout",
     "fault", "infra_error",
 )  # fmt: skip
+
+
+# Checks whose bound is a minimum the value fell below (all others: a maximum it exceeded).
+LOWER_BOUND_CHECKS = frozenset({"implausible_time"})
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,8 @@ class CheckFailure:
         where = f" at m={self.shape[0]}, n={self.shape[1]}" if self.shape else ""
         numbers = ""
         if self.value is not None and self.bound is not None:
-            numbers = f": {self.value:.3g} > bound {self.bound:.3g}"
+            sign = "<" if self.check in LOWER_BOUND_CHECKS else ">"
+            numbers = f": {self.value:.3g} {sign} bound {self.bound:.3g}"
         return f"{self.check}{where}{numbers}. {self.detail}".strip()
 
 
@@ -43,6 +51,13 @@ class ShapeTiming:
 
     ``*_spread_us`` is the interquartile range of the per-call samples; ``*_single_call_us`` is
     the median of single launches timed with CUDA events (launch overhead included).
+    ``candidate_again_us``: the median of a second graph of the same candidate, captured
+    separately and timed in the same rounds. ``noise_floor``: how far those two timings of one
+    kernel disagree (relative, 0.03 = 3 %; ``evaluator.noise.noise_floor``).
+    ``speedup_low``/``speedup_high``: the 95 % bootstrap interval of :attr:`speedup`;
+    ``faster_than_baseline``: ``speedup_low > 1 + noise_floor``. ``plausibility_floor_us``: the
+    per-call time below which a measurement cannot be real (``evaluator.noise``). The fields
+    after ``baseline_single_call_us`` default to 0/False: reports from before they existed.
     """
 
     m: int
@@ -53,10 +68,48 @@ class ShapeTiming:
     baseline_spread_us: float
     candidate_single_call_us: float
     baseline_single_call_us: float
+    candidate_again_us: float = 0.0
+    noise_floor: float = 0.0
+    speedup_low: float = 0.0
+    speedup_high: float = 0.0
+    faster_than_baseline: bool = False
+    plausibility_floor_us: float = 0.0
 
     @property
     def speedup(self) -> float:
         return self.baseline_us / self.candidate_us if self.candidate_us > 0 else 0.0
+
+    def verdict(self) -> str:
+        """Against cuBLAS: "faster" (:func:`evaluator.noise.is_faster` on the interval and the
+        floor), "slower" (:func:`evaluator.noise.is_slower`) or "within noise"; "" for a report
+        from before intervals were measured (``speedup_high`` 0)."""
+        if self.speedup_high == 0:
+            return ""
+        interval = Interval(self.speedup, self.speedup_low, self.speedup_high)
+        if is_faster(interval, self.noise_floor):
+            return "faster"
+        return "slower" if is_slower(interval, self.noise_floor) else "within noise"
+
+
+@dataclass(frozen=True)
+class RivalTiming:
+    """The candidate against another kernel (e.g. the champion) timed in the same rounds.
+
+    ``speedup`` = ``rival_us`` / ``candidate_us`` (> 1: the candidate is faster), with its 95 %
+    bootstrap interval; ``faster``: ``speedup_low > 1 + noise_floor``, the floor being the
+    candidate's own (A against A') of the same shape and evaluation.
+    """
+
+    name: str
+    m: int
+    n: int
+    rival_us: float
+    candidate_us: float
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+    noise_floor: float
+    faster: bool
 
 
 @dataclass(frozen=True)
@@ -93,17 +146,26 @@ class GpuInfo:
 
 @dataclass
 class EvaluationReport:
-    """Everything one evaluation found; ``combined_score`` is 0 unless ``status == "ok"``."""
+    """Everything one evaluation found; ``combined_score`` is 0 unless ``status == "ok"``.
+
+    ``combined_score_low``/``combined_score_high``: geometric means over the timed shapes of the
+    ends of each speedup's 95 % interval (``evaluator.score.score_interval``), 0 unless ok.
+    ``rival_timings``: the candidate against other kernels timed in the same rounds (the champion
+    at promotion), one per rival and shape; empty when none was asked for.
+    """
 
     path_id: str
     dtype: str
     status: str = "ok"
     stage: str = "screen"
     combined_score: float = 0.0
+    combined_score_low: float = 0.0
+    combined_score_high: float = 0.0
     failure: CheckFailure | None = None
     compile: CompileInfo | None = None
     gpu: GpuInfo | None = None
     timings: list[ShapeTiming] = field(default_factory=list)
+    rival_timings: list[RivalTiming] = field(default_factory=list)
     verified_shapes: list[tuple[int, int]] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     profile: dict[str, float] = field(default_factory=dict)
@@ -117,6 +179,7 @@ class EvaluationReport:
         """Mark this report failed (score 0) with ``status`` and its first failing check."""
         assert status in STATUSES and status not in ("ok", "compiled")
         self.status, self.failure, self.combined_score = status, failure, 0.0
+        self.combined_score_low = self.combined_score_high = 0.0
         return self
 
     @property
@@ -153,6 +216,7 @@ class EvaluationReport:
         if data.get("gpu"):
             data["gpu"] = GpuInfo(**data["gpu"])
         data["timings"] = [ShapeTiming(**t) for t in data.get("timings", [])]
+        data["rival_timings"] = [RivalTiming(**r) for r in data.get("rival_timings", [])]
         data["verified_shapes"] = [tuple(s) for s in data.get("verified_shapes", [])]
         return cls(**data)
 
@@ -162,9 +226,16 @@ class EvaluationReport:
 
     def metrics(self) -> dict[str, float]:
         """Numbers only, every key present even on failure (OpenEvolve drops a child whose
-        MAP-Elites feature dimensions are missing)."""
+        MAP-Elites feature dimensions are missing), all finite (its checkpoints refuse NaN and
+        inf: an unbounded interval end shows as 0 here, its value stays in ``timings``).
+        ``noise_floor`` is the largest over the timed shapes."""
+        passed = self.passed and bool(self.timings)
+        floor = max((t.noise_floor for t in self.timings), default=0.0) if passed else 0.0
         return {
             "combined_score": float(self.combined_score if self.passed else 0.0),
+            "combined_score_low": _finite(self.combined_score_low) if passed else 0.0,
+            "combined_score_high": _finite(self.combined_score_high) if passed else 0.0,
+            "noise_floor": _finite(floor),
             "passed": 1.0 if self.passed else 0.0,
             "speedup_64": float(self.speedup_at_largest()) if self.passed else 0.0,
             "registers": float(self.compile.registers if self.compile else 0),
@@ -185,13 +256,29 @@ class EvaluationReport:
                 f"static shared {c.static_shared_bytes} B, compile {c.seconds * 1e3:.0f} ms"
             )
         if self.timings:
-            rows = ["m  n  candidate_us  cublas_us  speedup  (graph-replayed device time)"]
+            rows = [
+                "m  n  candidate_us  cublas_us  speedup [95% interval]  noise floor  verdict  "
+                "(graph-replayed device time)"
+            ]
             rows += [
                 f"{t.m} {t.n} {t.candidate_us:.2f}±{t.candidate_spread_us:.2f} "
                 f"{t.baseline_us:.2f}±{t.baseline_spread_us:.2f} {t.speedup:.2f}x"
+                + (
+                    f" [{t.speedup_low:.2f}, {t.speedup_high:.2f}] {t.noise_floor:.1%} "
+                    f"{t.verdict()}"
+                    if t.verdict()
+                    else ""  # timed before intervals existed
+                )
                 for t in self.timings
             ]
             out["timings"] = "\n".join(rows)
+        if self.rival_timings:
+            out["rivals"] = "\n".join(
+                f"vs {r.name} at {r.m}x{r.n}: {r.rival_us:.2f} us, {r.speedup:.2f}x "
+                f"[{r.speedup_low:.2f}, {r.speedup_high:.2f}], noise floor {r.noise_floor:.1%}: "
+                + ("faster" if r.faster else "not faster")
+                for r in self.rival_timings
+            )
         if self.profile:
             out["ncu"] = ", ".join(f"{k} {v:.3g}" for k, v in sorted(self.profile.items()))
         if self.gpu:
@@ -203,3 +290,8 @@ class EvaluationReport:
         if self.notes:
             out["notes"] = "\n".join(self.notes)
         return out
+
+
+def _finite(value: float) -> float:
+    """``value`` as a float, 0.0 when it is NaN or infinite."""
+    return float(value) if math.isfinite(value) else 0.0

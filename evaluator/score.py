@@ -1,5 +1,6 @@
 """Fitness: `combined_score` = geometric mean over the timed shapes of cuBLAS time / candidate
-time, 0 when any check failed (docs/DESIGN.md, "Evaluation pipeline")."""
+time, a shape whose speedup cannot be told from 1 counting as exactly 1; 0 when any check failed
+(docs/EVALUATOR.md, "Timing")."""
 
 from __future__ import annotations
 
@@ -8,9 +9,36 @@ import math
 from evaluator.report import ShapeTiming
 
 
+def credited_speedup(timing: ShapeTiming) -> float:
+    """The speedup a shape contributes: ``timing.speedup`` when its verdict is "faster" or
+    "slower" (the whole 95 % interval beyond the noise floor, ``evaluator.noise``), else 1.0 —
+    neither credit nor penalty for a difference the evaluation cannot tell from noise."""
+    return timing.speedup if timing.verdict() in ("faster", "slower") else 1.0
+
+
+def _geometric_mean(values: list[float]) -> float:
+    """exp(mean(ln v)); 0.0 when any value is ≤ 0 (a broken measurement never scores), +inf when
+    one is +inf."""
+    if any(v <= 0 for v in values):
+        return 0.0
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def combined_score(timings: list[ShapeTiming]) -> float:
-    """Geometric mean of per-shape speedups over cuBLAS; 0.0 for no timings or a non-positive
-    time (a broken measurement never scores)."""
+    """Geometric mean of :func:`credited_speedup` over the shapes; 0.0 for no timings or a
+    non-positive time (a broken measurement never scores)."""
     if not timings or any(t.candidate_us <= 0 or t.baseline_us <= 0 for t in timings):
         return 0.0
-    return math.exp(sum(math.log(t.speedup) for t in timings) / len(timings))
+    return _geometric_mean([credited_speedup(t) for t in timings])
+
+
+def score_interval(timings: list[ShapeTiming]) -> tuple[float, float]:
+    """Geometric means of the speedup intervals' low and high ends over the shapes (no noise
+    rule applied: the spread of the measurement itself); (0.0, 0.0) for no timings. The score can
+    lie outside it when a shape within noise of 1 is counted as 1."""
+    if not timings:
+        return 0.0, 0.0
+    return (
+        _geometric_mean([t.speedup_low for t in timings]),
+        _geometric_mean([t.speedup_high for t in timings]),
+    )

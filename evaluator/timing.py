@@ -1,11 +1,15 @@
-"""Device time per call from replaying a captured CUDA graph, candidate and cuBLAS interleaved.
+"""Device time per call from replaying captured CUDA graphs, candidate and cuBLAS interleaved.
 
 At m, n ≤ 64 one launch timed with CUDA events measures launch overhead (an empty kernel reads
 9.2 µs that way on the H200, 0.57 µs per launch inside a graph; docs/DESIGN.md "Timing").
 So each timed graph holds ``calls`` solves, each on an input set of its own; because TRSM works
 in place, every solve is preceded by a device-to-device copy restoring its B from a pristine
-copy, and a third graph of the copies alone is timed the same way and subtracted. Replays of the
-three graphs are interleaved sample by sample, after a warm-up, so drift hits all alike.
+copy, and a graph of the copies alone is timed the same way and subtracted. Each round replays
+every graph once, in rotating order, after a warm-up, so drift hits all alike: the candidate,
+the candidate captured a second time (how far two timings of one kernel disagree is the noise
+floor a speedup must beat, ``evaluator.noise``), cuBLAS, the copies, an empty kernel after each
+copy (the launch floor no real call can go below: ``implausible_time``), and any rival (the
+champion at promotion).
 
 No two calls see the same inputs: before every replay (outside the timed region) every set of A
 and of pristine B is overwritten in place on the device with a new bounded problem drawn as
@@ -22,7 +26,7 @@ triangle included, must be unchanged. Runs inside the GPU worker process only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +40,24 @@ from evaluator.checks.integrity import (
     guard_pattern,
 )
 from evaluator.inputs import NUMPY_DTYPES, CounterRng, Problem, bounded_sets
-from evaluator.report import CheckFailure, ShapeTiming
+from evaluator.noise import (
+    LAUNCH_FLOOR_FRACTION,
+    Interval,
+    dram_bytes_per_s,
+    is_faster,
+    noise_floor,
+    plausibility_floor_us,
+    ratio_interval,
+)
+from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
 
 Check = Callable[[Problem, np.ndarray], CheckFailure | None]
+# solve(a_ptr, b_ptr, m, n, lda, ldb, stream): one TRSM launched on ``stream``.
+Solver = Callable[[int, int, int, int, int, int, Any], None]
+# One call of a timed graph on the device pointers of its input set's A and work B.
+Launch = Callable[[int, int], None]
+# Graph keys of rivals: "rival:<name>", apart from the fixed keys whatever a rival is called.
+RIVAL_PREFIX = "rival:"
 
 # Every input set starts on this many bytes, as a fresh allocation would, so a kernel's
 # vectorized loads see the same alignment as in verification.
@@ -154,27 +173,53 @@ def _iqr(values: np.ndarray) -> float:
     return float(q75 - q25)
 
 
+# The launch-floor graph's kernel: one block of one thread doing nothing, the cheapest launch.
+EMPTY_KERNEL = 'extern "C" __global__ void kernevo_empty() {}'
+
+
+def implausible_time(
+    shape: tuple[int, int], candidate_us: float, floor_us: float, launch_us: float, calls: int
+) -> CheckFailure | None:
+    """``implausible_time`` when the candidate's per-call median ``candidate_us`` (the lower of
+    its two graphs') is below ``floor_us`` (``evaluator.noise.plausibility_floor_us``): no solve
+    of ``shape`` can take less, so the timing or the work is not real; None otherwise."""
+    if candidate_us >= floor_us:
+        return None
+    return CheckFailure(
+        "implausible_time", shape, candidate_us, floor_us,
+        f"median per-call time {candidate_us:.3g} us over graph replays of {calls} solves is "
+        f"below what the device allows: max(bytes moved / L2 bound, {LAUNCH_FLOOR_FRACTION} x "
+        f"an empty kernel's {launch_us:.3g} us per launch, measured in the same replays)",
+    )  # fmt: skip
+
+
 def time_shape(
     m: int,
     n: int,
     dtype: str,
-    candidate: Callable[[int, int, int, int, int, int, Any], None],
+    candidate: Solver,
     baseline: Any,
     check: Check,
     *,
+    rivals: Mapping[str, Solver] | None = None,
     calls: int = 32,
     samples: int = 60,
     warmup: int = 5,
     single_calls: int = 30,
     seed: int = 12345,
-) -> tuple[ShapeTiming, CheckFailure | None]:
-    """Median device µs per call (and IQR) of ``candidate`` and ``baseline`` at (m, n), and the
-    first failure of the audits of the candidate's timed outputs (None when all are right).
+) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]:
+    """Time ``candidate`` at (m, n) against ``baseline`` and ``rivals``, all in the same rounds.
 
     ``candidate(a_ptr, b_ptr, m, n, lda, ldb, stream)`` launches the kernel on ``stream``;
     ``baseline`` is a :class:`seeds.trsm_small.baseline.CublasTrsm` (rebound to the stream);
-    ``check(problem, x)`` applies the verification checks to one output X (m×n, Fortran order).
-    ``seed`` starts the device's draws of the timed inputs (recorded in the report).
+    ``rivals`` maps names to solvers of the candidate's signature (e.g. the champion's
+    ``solve_raw``); ``check(problem, x)`` applies the verification checks to one output X (m×n,
+    Fortran order). ``seed`` starts the device's draws of the timed inputs (recorded in the
+    report) and fixes the bootstrap's resampling, so the same samples give the same intervals.
+
+    Returns the candidate's :class:`ShapeTiming` (medians, interval, noise floor, plausibility
+    floor), one :class:`RivalTiming` per rival, and the first failure (None when all pass): the
+    audits of the candidate's timed outputs, then ``implausible_time``.
 
     Raises:
         ValueError: ``single_calls`` > ``calls`` (each single call needs a set of its own).
@@ -190,11 +235,31 @@ def time_shape(
         SetLayout(calls, m * m, np_dtype.itemsize), SetLayout(calls, m * n, np_dtype.itemsize),
     )  # fmt: skip
     a_buf, pristine = a_layout.allocate(cupy, np_dtype), b_layout.allocate(cupy, np_dtype)
-    # Each graph solves into its own buffer, so the candidate's outputs survive to be checked.
-    work = {key: b_layout.allocate(cupy, np_dtype) for key in ("cand", "blas", "copy")}
     rng = CounterRng(cupy, seed)
     stream = cupy.cuda.Stream(non_blocking=True)
     baseline.set_stream(stream)
+    empty = cupy.RawKernel(EMPTY_KERNEL, "kernevo_empty")
+
+    def bound(solve: Solver) -> Launch:
+        return lambda a_ptr, b_ptr: solve(a_ptr, b_ptr, m, n, m, m, stream)
+
+    def launch_empty(a_ptr: int, b_ptr: int) -> None:
+        with stream:  # RawKernel launches on the current stream
+            empty((1,), (1,), ())
+
+    # One graph per key, each solving into a B buffer of its own (so the candidate's outputs
+    # survive to be checked): the candidate twice, captured separately (A and A': their
+    # disagreement is the noise floor), cuBLAS, the copies alone (subtracted from all), an empty
+    # kernel after each copy (the launch floor), and each rival.
+    launches: dict[str, Launch | None] = {
+        "cand": bound(candidate),
+        "cand_again": bound(candidate),
+        "blas": lambda a_ptr, b_ptr: baseline.solve_raw(a_ptr, b_ptr, m, n, m, m),
+        "copy": None,
+        "launch": launch_empty,
+        **{RIVAL_PREFIX + name: bound(solve) for name, solve in (rivals or {}).items()},
+    }
+    work = {key: b_layout.allocate(cupy, np_dtype) for key in launches}
 
     # Drawing a set costs a few dozen small kernels launched from Python whatever its size, so
     # the draws for REPLAYS_PER_DRAW replays are made at once and each refresh copies its own
@@ -224,40 +289,34 @@ def time_shape(
             nbytes, runtime.memcpyDeviceToDevice, stream.ptr,
         )  # fmt: skip
 
-    def run_candidate(i: int) -> None:
-        a_ptr = a_buf.data.ptr + a_layout.offset(i)
-        candidate(a_ptr, work["cand"].data.ptr + b_layout.offset(i), m, n, m, m, stream)
+    def solve(key: str, i: int) -> None:
+        if (launch := launches[key]) is not None:
+            launch(a_buf.data.ptr + a_layout.offset(i), work[key].data.ptr + b_layout.offset(i))
 
-    def run_baseline(i: int) -> None:
-        a_ptr = a_buf.data.ptr + a_layout.offset(i)
-        baseline.solve_raw(a_ptr, work["blas"].data.ptr + b_layout.offset(i), m, n, m, m)
-
-    solvers: dict[str, Callable[[int], None] | None] = {
-        "cand": run_candidate, "blas": run_baseline, "copy": None,
-    }  # fmt: skip
-    # Untimed first calls outside capture: module load, geometry query, cuBLAS workspace.
+    # Untimed first calls outside capture: module load, geometry query, cuBLAS workspace, the
+    # empty kernel's compilation.
     refresh()
-    for key in ("cand", "blas"):
+    for key in launches:
         restore(key, 0)
-        solvers[key](0)  # type: ignore[misc]
+        solve(key, 0)
     stream.synchronize()
 
     def capture(key: str) -> Any:
         stream.begin_capture()
         for r in range(calls):
             restore(key, r)
-            if (solve := solvers[key]) is not None:
-                solve(r)
+            solve(key, r)
         return stream.end_capture()
 
-    graphs = {key: capture(key) for key in solvers}
+    graphs = {key: capture(key) for key in launches}
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     raw: dict[str, list[float]] = {k: [] for k in graphs}
     order = list(graphs)
     audited = warmup + int(np.random.default_rng().integers(samples))
     replay_audit: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
     for s in range(warmup + samples):
-        for key in order[s % 3 :] + order[: s % 3]:
+        # One round: every graph once, in an order rotating from round to round.
+        for key in order[s % len(order) :] + order[: s % len(order)]:
             refresh()
             watched = s == audited and key == "cand"
             before = inputs_copy() if watched else None
@@ -271,8 +330,10 @@ def time_shape(
                 # To the host now: the next refresh overwrites what this replay read.
                 inputs = (before[0].get(), before[1].get())
                 replay_audit = inputs, (a_buf.get(), work["cand"].get())
-    copy_us = float(np.median(raw["copy"]))
-    per_call = {k: (np.asarray(raw[k]) - copy_us) / calls for k in ("cand", "blas")}
+    rounds = {key: np.asarray(v) for key, v in raw.items()}
+    copy_us = float(np.median(rounds["copy"]))
+    per_call = {k: (v - copy_us) / calls for k, v in rounds.items() if k != "copy"}
+    median = {k: float(np.median(v)) for k, v in per_call.items()}
 
     def single(key: str) -> float:
         times = []
@@ -280,7 +341,7 @@ def time_shape(
             restore(key, i)
             stream.synchronize()
             start.record(stream)
-            solvers[key](i)  # type: ignore[misc]
+            solve(key, i)
             stop.record(stream)
             stop.synchronize()
             times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
@@ -290,21 +351,62 @@ def time_shape(
     before = inputs_copy()
     single_us = {key: single(key) for key in ("cand", "blas")}
     single_audit = (before[0].get(), before[1].get()), (a_buf.get(), work["cand"].get())
+
+    # Every comparison: medians less the copy graph's, resampled by rounds with one seed.
+    def versus(key: str) -> Interval:
+        return ratio_interval(rounds[key], rounds["cand"], seed=seed, offset=rounds["copy"])
+
+    speedup = versus("blas")
+    floor = noise_floor(
+        ratio_interval(rounds["cand"], rounds["cand_again"], seed=seed, offset=rounds["copy"])
+    )
+    attributes = cupy.cuda.Device().attributes
+    bandwidth = dram_bytes_per_s(
+        attributes.get("MemoryClockRate", 0), attributes.get("GlobalMemoryBusWidth", 0)
+    )
+    floor_us = plausibility_floor_us(m, n, np_dtype.itemsize, bandwidth, median["launch"])
     timing = ShapeTiming(
         m=m,
         n=n,
-        candidate_us=float(np.median(per_call["cand"])),
+        candidate_us=median["cand"],
         candidate_spread_us=_iqr(per_call["cand"]),
-        baseline_us=float(np.median(per_call["blas"])),
+        baseline_us=median["blas"],
         baseline_spread_us=_iqr(per_call["blas"]),
         candidate_single_call_us=single_us["cand"],
         baseline_single_call_us=single_us["blas"],
+        candidate_again_us=median["cand_again"],
+        noise_floor=floor,
+        speedup_low=speedup.low,
+        speedup_high=speedup.high,
+        faster_than_baseline=is_faster(speedup, floor),
+        plausibility_floor_us=floor_us,
     )
+    rival_timings = []
+    for name in rivals or {}:
+        key = RIVAL_PREFIX + name
+        interval = versus(key)
+        rival_timings.append(
+            RivalTiming(
+                name=name,
+                m=m,
+                n=n,
+                rival_us=median[key],
+                candidate_us=median["cand"],
+                speedup=interval.estimate,
+                speedup_low=interval.low,
+                speedup_high=interval.high,
+                noise_floor=floor,
+                faster=is_faster(interval, floor),
+            )
+        )
     assert replay_audit is not None  # audited < warmup + samples
     replay_when = f"graph replay {audited - warmup} of {samples}"
     failure = audit_outputs(
         replay_when, layouts, (m, n), *replay_audit, _audited_sets(calls), check, seed
     )
-    return timing, failure or audit_outputs(
+    failure = failure or audit_outputs(
         "single calls", layouts, (m, n), *single_audit, _audited_sets(single_calls), check, seed
     )
+    fastest = min(median["cand"], median["cand_again"])
+    failure = failure or implausible_time((m, n), fastest, floor_us, median["launch"], calls)
+    return timing, rival_timings, failure

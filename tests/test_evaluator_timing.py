@@ -162,3 +162,78 @@ def test_audited_sets_are_distinct_in_range_and_not_always_the_same() -> None:
     assert all(len(d) == AUDITED_SETS == len(set(d)) and min(d) >= 0 and max(d) < 32 for d in draws)
     assert len({tuple(d) for d in draws}) > 1  # drawn afresh: a candidate cannot predict them
     assert _audited_sets(5) == [0, 1, 2, 3, 4]
+
+
+def test_a_time_below_the_plausibility_floor_is_implausible() -> None:
+    from evaluator.timing import implausible_time
+
+    assert implausible_time((64, 64), 2.4, 0.29, 0.58, 32) is None
+    assert implausible_time((64, 64), 0.29, 0.29, 0.58, 32) is None  # at the floor: possible
+    failure = implausible_time((16, 16), 0.04, 0.29, 0.58, 32)
+    assert (failure.check, failure.shape, failure.value, failure.bound) == (
+        "implausible_time", (16, 16), 0.04, 0.29,
+    )  # fmt: skip
+    assert "0.58 us per launch" in failure.detail
+    assert failure.describe().startswith("implausible_time at m=16, n=16: 0.04 < bound 0.29.")
+
+
+def _seed_driver(dtype: str):
+    from evaluator.compile import compile_cubin
+    from seeds.registry import get_path
+    from seeds.trsm_small.driver import TrsmSmallDriver
+
+    spec = get_path("trsm_small")
+    result = compile_cubin(spec.seed_source(), spec.compile_options(dtype, "sm_90"), "sm_90")
+    assert result.ok, result.log
+    return TrsmSmallDriver(result.cubin, dtype)
+
+
+@pytest.mark.gpu
+def test_the_seed_against_itself_is_within_its_noise_floor_and_plausible() -> None:
+    """The seed timed with a second copy of itself as a rival (another module, same cubin): not
+    faster than itself, a small noise floor, a plausibility floor near half an empty launch, and
+    faster than cuBLAS at 16×16 (about 2.3 against 10 µs per call on the H200)."""
+    from evaluator.timing import time_shape
+    from seeds.trsm_small.baseline import CublasTrsm
+
+    driver, twin = _seed_driver("float64"), _seed_driver("float64")
+    baseline = CublasTrsm("float64")
+    try:
+        timing, rivals, failure = time_shape(
+            16, 16, "float64", driver.solve_raw, baseline, check_solution,
+            rivals={"itself": twin.solve_raw}, seed=5,
+        )  # fmt: skip
+    finally:
+        baseline.close()
+    assert failure is None, failure
+    assert timing.speedup_low <= timing.speedup <= timing.speedup_high
+    assert timing.faster_than_baseline and timing.verdict() == "faster"
+    assert 0 < timing.noise_floor < 0.25
+    assert timing.candidate_again_us == pytest.approx(timing.candidate_us, rel=0.25)
+    assert 0.05 < timing.plausibility_floor_us < 1.0 < timing.candidate_us
+    [rival] = rivals
+    assert (rival.name, rival.m, rival.n, rival.noise_floor) == (
+        "itself",
+        16,
+        16,
+        timing.noise_floor,
+    )
+    assert not rival.faster and rival.speedup_low <= rival.speedup <= rival.speedup_high
+
+
+@pytest.mark.gpu
+def test_a_solver_that_launches_nothing_is_an_implausible_time() -> None:
+    """No kernel at all, with every output accepted (``check`` passes anything): the replays time
+    the copies alone, below what one launch costs, and only the plausibility floor can say so."""
+    from evaluator.timing import time_shape
+    from seeds.trsm_small.baseline import CublasTrsm
+
+    baseline = CublasTrsm("float32")
+    try:
+        _, _, failure = time_shape(
+            16, 16, "float32", lambda *_: None, baseline, lambda *_: None, seed=6
+        )
+    finally:
+        baseline.close()
+    assert failure is not None and failure.check == "implausible_time", failure
+    assert failure.value < failure.bound and failure.shape == (16, 16)
