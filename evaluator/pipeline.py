@@ -21,6 +21,7 @@ from evaluator.report import (
     CompileInfo,
     EvaluationReport,
     GpuInfo,
+    RivalTiming,
     ShapeTiming,
 )
 from evaluator.score import combined_score, score_interval
@@ -235,6 +236,7 @@ class Evaluator:
             )
         report.verified_shapes = [tuple(s) for s in result["verified_shapes"]]
         report.timings = [ShapeTiming(**t) for t in result.get("timings", [])]
+        report.rival_timings = [RivalTiming(**r) for r in result.get("rival_timings", [])]
         if result["failure"]:
             f = result["failure"]
             failure = replace(CheckFailure(**f), shape=tuple(f["shape"]) if f["shape"] else None)
