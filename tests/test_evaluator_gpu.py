@@ -309,7 +309,9 @@ def test_timed_replays_never_see_the_same_inputs_twice():
     hits = cupy.ndarray((1,), cupy.uint32, memptr=memptr)
     baseline = CublasTrsm("float64")
     try:
-        timing, failure = time_shape(64, 64, "float64", driver.solve_raw, baseline, check_solution)
+        timing, _, failure = time_shape(
+            64, 64, "float64", driver.solve_raw, baseline, check_solution
+        )
         assert int(hits.get()[0]) == 0 and failure is None, failure
         # The same kernel on one repeated input does hit: the counter works.
         a = cupy.asarray(make_problem(64, 64, "float64", 1).a.ravel(order="F"))
