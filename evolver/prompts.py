@@ -96,8 +96,13 @@ and you may declare new tunables the same way.
 - Every candidate is checked against a float64 reference on ragged and non-square shapes \
 (1 <= m, n <= 64) with NaN-poisoned outputs, guard bands and a badly conditioned case, then \
 timed against cuBLAS with graph replay and checked again. A failed check scores 0.
-- combined_score is the geometric mean over the timed shapes of cuBLAS time / candidate time; \
-speedup_64 is that ratio at the largest timed shape.
+- Inputs also include scaled problems (A and B times huge and tiny powers of two: use scaled \
+complex division), an Inf or NaN in A that must not spread to rows that do not depend on it \
+(skip updates, never multiply by zero), and linearity, row-scaling and column-permutation \
+relations between solves.
+- combined_score is the geometric mean over the timed shapes of cuBLAS time / candidate time, a \
+shape whose speedup is within the measured noise floor of 1 counting as 1; speedup_64 is that \
+ratio at the largest timed shape.
 """
 
 
