@@ -1,68 +1,163 @@
-"""Build a champion's certificate (``kernevo.certificate.Certificate``) from its verified report.
+"""Build a champion's certificate (``kernevo.certificate.Certificate``, format v2) from its
+verified report.
 
-What ran is read from the report (stages passed, seeds, shapes, GPU, versions, timings) and from
-``evaluator.champion`` (held-out shapes, determinism shapes, sanitizer tools); ``not_verified``
-states plainly what no check covered.
+Every statement comes from the report of ``evaluator.champion.verify_champion`` (a
+:class:`~evaluator.champion.ChampionReport`): ``checks_passed`` lists only checks the report
+shows ran and passed (:func:`checks_passed`), never a fixed list that could claim one that did
+not run; ``not_verified`` states what no check covered, naming the input ranges that were drawn
+and the scales that were checked.
+
+The timing fields come from ``ShapeTiming`` (``candidate_again_us``, ``noise_floor``,
+``speedup_low``, ``speedup_high``, ``faster_than_baseline``, ``plausibility_floor_us``; 0 or
+False in reports from before they were measured, which the certificate states as null). Two
+fields are read with defaults because the report does not carry them yet:
+``EvaluationReport.checks_run`` (names of checks the pipeline ran beyond
+:data:`PIPELINE_CHECKS`, e.g. ``scale_invariance``) and ``input_scales`` (the factors s of the
+scaled inputs A = s·A0, B = s·B0 that were checked).
 """
 
 from __future__ import annotations
 
-from evaluator.champion import SANITIZER_SHAPE, SANITIZER_TOOLS
-from evaluator.report import EvaluationReport
+from evaluator.champion import SANITIZER_SHAPE, SANITIZER_TOOLS, ChampionReport
+from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
 from seeds.spec import PathSpec
 
-STAGES = ("screen", "compile", "contract", "quick", "verify", "time")
-CHAMPION_CHECKS = ("held_out_shapes", "determinism")
+# The checks the pipeline runs on every candidate whose report reaches status "ok" at the timing
+# stage (docs/EVALUATOR.md, "Pipeline" and "Checks and thresholds"), by the names their failures
+# carry: a passing report ran each of them.
+PIPELINE_CHECKS = (
+    "screen", "compile", "device_global_state", "launch_geometry", "non_finite_output",
+    "out_of_bounds_write", "input_modified", "scaled_residual", "forward_error",
+    "replayed_result", "timed_output", "recheck_after_timing",
+)  # fmt: skip
+
+
+def _positive(value: float) -> float | None:
+    """``value`` when positive, else ``None`` (0: not measured)."""
+    return value if value > 0 else None
+
+
+def _noise_measured(t: ShapeTiming) -> bool:
+    """Whether the evaluation timed the candidate twice at this shape (the noise floor is only
+    as real as that second timing)."""
+    return t.candidate_again_us > 0
+
+
+def checks_passed(report: ChampionReport) -> list[str]:
+    """The names of the checks ``report`` (status ok) shows ran and passed, in pipeline order:
+    :data:`PIPELINE_CHECKS`; the report's ``checks_run`` (issue 6's numerical checks:
+    ``scale_invariance``, ``nonfinite_containment``, ``metamorphic_*``); ``noise_floor`` when
+    every timed shape was timed twice with a noise floor; ``plausibility`` when every timed
+    shape has a plausibility floor (a report that passed was above it); ``memcheck_before_best``
+    when the job's memcheck ran (``phase_seconds["memcheck"]``); then the champion checks."""
+    names = [*PIPELINE_CHECKS, *getattr(report, "checks_run", ())]
+    timings = report.timings
+    if timings and all(_noise_measured(t) for t in timings):
+        names.append("noise_floor")
+    if timings and all(t.plausibility_floor_us > 0 for t in timings):
+        names.append("plausibility")
+    if "memcheck" in report.phase_seconds:
+        names.append("memcheck_before_best")
+    names += report.champion_checks
+    return list(dict.fromkeys(names))
+
+
+def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
+    """One timed shape of the report for the certificate (``None`` where not measured)."""
+    noise = _noise_measured(t)
+    return ShapeTimingSummary(
+        m=t.m,
+        n=t.n,
+        median_us=t.candidate_us,
+        iqr_us=t.candidate_spread_us,
+        baseline_median_us=t.baseline_us,
+        baseline_iqr_us=t.baseline_spread_us,
+        speedup=t.speedup,
+        speedup_low=_positive(t.speedup_low),
+        speedup_high=_positive(t.speedup_high),
+        noise_floor=t.noise_floor if noise else None,
+        faster_than_baseline=t.faster_than_baseline if noise else None,
+        plausibility_floor_us=_positive(t.plausibility_floor_us),
+    )
+
+
+def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> list[str]:
+    """Plain statements of what the verification in ``report`` did not cover."""
+    assert report.gpu is not None
+    gpu = report.gpu
+    envelope = f"m <= {spec.envelope['m_max']}, n <= {spec.envelope['n_max']}"
+    scales = [float(s) for s in getattr(report, "input_scales", ())]
+    if "scale_invariance" in checks and scales:
+        scaled = "magnitudes other than those distributions scaled by " + ", ".join(
+            f"{s:g}" for s in scales
+        )
+    else:
+        scaled = "the same distributions scaled to other magnitudes (no scaled inputs checked)"
+    if "nonfinite_containment" in checks:
+        nonfinite = (
+            "NaN or Inf inputs beyond the containment check (rows that do not depend on a "
+            "non-finite entry must come out as without it)"
+        )
+    else:
+        nonfinite = "NaN or Inf inputs (no containment check ran)"
+    statements = [
+        f"shapes other than the {len(report.verified_shapes)} verified ones; none outside "
+        f"the envelope {envelope} (the loader dispatches only inside it)",
+        f"dtypes other than {report.dtype}",
+        f"GPUs other than {gpu.name} ({gpu.key}) and architectures other than {gpu.arch}",
+        "inputs outside the drawn distributions (bounded: diagonal magnitudes in [1, 2], "
+        "off-diagonals in [-1, 1]/sqrt(m), B in [-1, 1]; growth: diagonal magnitudes in "
+        f"[0.5, 1], off-diagonals in [-1, 1]); {scaled}",
+        nonfinite,
+        "NVIDIA drivers, CUDA driver API and NVRTC versions other than those recorded here "
+        "(the loader states a difference, or routes to cuBLAS with "
+        "KERNEVO_REQUIRE_SAME_TOOLKIT)",
+        "races, synchronization and uninitialized reads at shapes other than "
+        f"m={SANITIZER_SHAPE[0]} n={SANITIZER_SHAPE[1]} (racecheck, synccheck, initcheck); "
+        "out-of-bounds accesses at shapes memcheck did not run",
+    ]
+    if "noise_floor" not in checks:
+        statements.append("a speedup beyond timing noise (no noise floor measured)")
+    return statements
 
 
 def build_certificate(report: EvaluationReport, spec: PathSpec) -> Certificate:
     """The certificate of a fully verified champion report (``verify_champion``'s, status ok).
 
     Raises:
-        ValueError: the report did not pass, or has no GPU identity.
+        ValueError: the report did not pass, has no GPU identity, or is not a champion
+            verification's (a plain evaluation ran no champion checks to certify).
     """
+    if not isinstance(report, ChampionReport):
+        raise ValueError("a certificate needs verify_champion's report (a ChampionReport)")
     if not report.passed or report.gpu is None:
         raise ValueError(f"no certificate for a report that is {report.status} or has no GPU")
     gpu = report.gpu
-    envelope = f"m <= {spec.envelope['m_max']}, n <= {spec.envelope['n_max']}"
+    checks = checks_passed(report)
+    timings = [timing_summary(t) for t in report.timings]
+    floors = [t.noise_floor for t in timings if t.noise_floor is not None]
+    scales = getattr(report, "input_scales", ()) if "scale_invariance" in checks else ()
     return Certificate(
-        checks_passed=[
-            *STAGES,
-            *CHAMPION_CHECKS,
-            *(f"sanitizer_{tool}" for tool in SANITIZER_TOOLS),
-        ],
+        checks_passed=checks,
         input_seeds=list(report.input_seeds),
         held_out_seeds=list(report.held_out_seeds),
         verified_shapes=list(report.verified_shapes),
         held_out_shapes=list(spec.held_out_shapes),
         determinism_shapes=[spec.timed_shapes[-1], SANITIZER_SHAPE],
-        sanitizer_tools=list(SANITIZER_TOOLS),
+        sanitizer_tools=[tool for tool in SANITIZER_TOOLS if tool in report.sanitizer_shapes],
+        sanitizer_version=report.sanitizer_version or None,
+        sanitizer_shapes=report.sanitizer_shapes,
         gpu_name=gpu.name,
         gpu_key=gpu.key,
         arch=gpu.arch,
+        nvidia_driver_version=report.nvidia_driver_version or None,
         cuda_driver_api_version=gpu.driver_version or None,
         cuda_runtime_version=gpu.runtime_version or None,
         nvrtc_version=report.compile.nvrtc_version if report.compile else None,
-        timings=[
-            ShapeTimingSummary(
-                m=t.m,
-                n=t.n,
-                median_us=t.candidate_us,
-                iqr_us=t.candidate_spread_us,
-                baseline_median_us=t.baseline_us,
-                baseline_iqr_us=t.baseline_spread_us,
-                speedup=t.speedup,
-            )
-            for t in report.timings
-        ],
-        not_verified=[
-            f"shapes other than the {len(report.verified_shapes)} verified ones; none outside "
-            f"the envelope {envelope} (the loader dispatches only inside it)",
-            f"dtypes other than {report.dtype}",
-            f"GPUs other than {gpu.name} ({gpu.key}) and architectures other than {gpu.arch}",
-            "inputs outside the drawn distributions (bounded: diagonal magnitudes in [1, 2], "
-            "off-diagonals in [-1, 1]/sqrt(m); growth: diagonal in [0.5, 1]); NaN or Inf inputs",
-            "NVIDIA drivers, CUDA driver API and NVRTC versions other than those recorded here",
-        ],
+        timings=timings,
+        # The certificate's floor is the worst shape's, and only when every shape has one.
+        noise_floor=max(floors) if timings and len(floors) == len(timings) else None,
+        input_scales=[float(s) for s in scales],
+        not_verified=not_verified(report, spec, checks),
     )

@@ -4,7 +4,8 @@ OpenEvolve imports this file by path in each of its worker processes. The job co
 the environment the evolver sets before OpenEvolve starts (docs/CONTRACTS.md):
 KERNEVO_EVAL_PATH, KERNEVO_EVAL_DTYPE, KERNEVO_EVAL_GPU (device index, or "none" to stop after
 compiling), KERNEVO_REPORT_DIR (full reports, one JSON per program source sha256, read by the
-lineage recorder).
+lineage recorder; and ``job-best.json``, the job's best passing score, see
+``evaluator.new_best``), KERNEVO_JOB_PID (which run of the job that record belongs to).
 
 The evolver calls ``evaluate`` with OpenEvolve's own cascade off: ``evaluate`` runs the same
 cascade internally (cheap rejections first), and OpenEvolve's cascade would, on its own stage-2
@@ -28,11 +29,13 @@ from pathlib import Path
 
 from openevolve.evaluation_result import EvaluationResult
 
+from evaluator.new_best import JobBest, gate_new_best, memcheck
 from evaluator.pipeline import Evaluator
-from evaluator.profile import profile_if_new_best
+from evaluator.profile import attach_profile
 from evaluator.report import EvaluationReport
 
 _EVALUATOR: Evaluator | None = None
+_JOB_BEST: JobBest | None = None
 
 
 def _evaluator() -> Evaluator:
@@ -47,6 +50,14 @@ def _evaluator() -> Evaluator:
             compile_arch=os.environ.get("KERNEVO_EVAL_ARCH", "sm_90"),
         )
     return _EVALUATOR
+
+
+def _job_best() -> JobBest:
+    """The job-wide record of the best passing score, built once from the job environment."""
+    global _JOB_BEST
+    if _JOB_BEST is None:
+        _JOB_BEST = JobBest.from_environment()
+    return _JOB_BEST
 
 
 def _finish(source: str, report: EvaluationReport) -> EvaluationResult:
@@ -68,12 +79,20 @@ def read_program(program_path: str) -> str:
 
 
 def evaluate(program_path: str) -> EvaluationResult:
-    """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure."""
+    """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure.
+
+    A passing candidate that beats the job's best runs compute-sanitizer memcheck before it
+    becomes that best (``evaluator.new_best``; a finding fails it as ``sanitizer_memcheck``),
+    and is then profiled with Nsight Compute.
+    """
     source = read_program(program_path)
     evaluator = _evaluator()
     report, cubin = evaluator.evaluate_with_cubin(source)
-    if report.passed:
-        profile_if_new_best(evaluator, cubin, report)
+    gpu_index = evaluator.gpu_index
+    if report.passed and gpu_index is not None:
+        spec, dtype = evaluator.spec, evaluator.dtype
+        if gate_new_best(report, _job_best(), lambda: memcheck(cubin, spec, dtype, gpu_index)):
+            attach_profile(evaluator, cubin, report)
     return _finish(source, report)
 
 

@@ -1,8 +1,8 @@
 """A few Nsight Compute metrics for candidates that pass, fed back to the LLM.
 
-Profiling costs seconds per candidate, so a worker profiles only a candidate that beats every
-score it has seen. Runs only where `ncu` exists and can read the counters; otherwise the report
-notes why it has no profile.
+Profiling costs seconds per candidate, so only a candidate that becomes the job's best is
+profiled (``evaluator.openevolve_entry``, after ``evaluator.new_best.gate_new_best``). Runs only
+where `ncu` exists and can read the counters; otherwise the report notes why it has no profile.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ METRICS = {
     _STALL.format("math_pipe_throttle"): "stall_math_throttle",
     "gpu__time_duration.sum": "kernel_duration_ns",
 }
-_best_seen = 0.0
 
 
 def parse_ncu_csv(text: str) -> dict[str, float]:
@@ -80,12 +79,11 @@ def profile(
     return metrics, ""
 
 
-def profile_if_new_best(evaluator: Evaluator, cubin: bytes, report: EvaluationReport) -> None:
-    """Attach ncu metrics to ``report`` when it beats every score this process has seen."""
-    global _best_seen
-    if evaluator.gpu_index is None or report.combined_score <= _best_seen:
+def attach_profile(evaluator: Evaluator, cubin: bytes, report: EvaluationReport) -> None:
+    """Attach ncu metrics of ``cubin`` at the largest timed shape to ``report`` (or a note
+    saying why there are none); nothing in compile-only mode."""
+    if evaluator.gpu_index is None:
         return
-    _best_seen = report.combined_score
     spec = evaluator.spec
     shape = max(spec.timed_shapes, key=lambda s: s[0] * s[1])
     metrics, note = profile(cubin, spec.path_id, evaluator.dtype, shape, evaluator.gpu_index)

@@ -1,8 +1,15 @@
 """Launch a compiled candidate on one random problem: the target process for Nsight Compute
 and compute-sanitizer (``python -m evaluator.run_once --cubin F --path P --dtype D --m M --n N``).
 
-CuPy's memory pool is switched off so every buffer is its own allocation: with the pool on, an
-out-of-bounds write lands in pooled memory and compute-sanitizer cannot see it.
+A and B are each their own device allocation of exactly m·m and m·n elements: CuPy's memory pool
+is switched off (with it on, buffers are carved out of larger pooled blocks, and an access past
+B lands in pooled memory that compute-sanitizer counts as allocated), and the arrays are created
+at their exact size (no padding, no view into a larger buffer). Exact sizes matter because
+memcheck judges an access against the size the program *requested*: ``cudaMalloc`` rounds an
+allocation up (to at least 256 bytes) and a write into that rounding reaches memory the driver
+did allocate, yet compute-sanitizer tracks the requested size and reports it. A write past B that
+puts back the bytes it read there is seen this way and by no content check (docs/EVALUATOR.md,
+"Memcheck before a new job best").
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from evaluator.parent_watch import die_with_parent
 
@@ -32,14 +40,32 @@ def main() -> None:
     from seeds.registry import get_path
     from seeds.trsm_small.driver import TrsmSmallDriver
 
-    cupy.cuda.set_allocator(None)
+    cupy.cuda.set_allocator(None)  # every array below is one cudaMalloc of its own size
     driver = TrsmSmallDriver(args.cubin.read_bytes(), args.dtype, get_path(args.path))
     problem = make_problem(args.m, args.n, args.dtype, seed=7)
-    a = cupy.asfortranarray(cupy.asarray(problem.a))
+    a = exact_device_copy(cupy, problem.a)
     for _ in range(args.repeat):
-        b = cupy.asfortranarray(cupy.asarray(problem.b))
+        b = exact_device_copy(cupy, problem.b)  # B afresh: TRSM overwrites it in place
         driver.solve(a, b)
     cupy.cuda.Device().synchronize()
+
+
+def exact_device_copy(cupy: Any, host: Any) -> Any:
+    """A Fortran-order device copy of the host array ``host`` in an allocation of exactly its
+    ``nbytes`` (CuPy's pool must be off).
+
+    Raises:
+        RuntimeError: the allocation is larger than the array (a pool is on): memcheck could
+            not see an access just past it.
+    """
+    array = cupy.empty(host.shape, host.dtype, order="F")
+    array.set(host)
+    if array.data.mem.size != array.nbytes:
+        raise RuntimeError(
+            f"device array of {array.nbytes} bytes sits in an allocation of "
+            f"{array.data.mem.size}: CuPy's memory pool is on"
+        )
+    return array
 
 
 if __name__ == "__main__":

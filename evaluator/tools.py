@@ -1,7 +1,9 @@
-"""Running NVIDIA's command-line tools (Nsight Compute, compute-sanitizer) on one candidate."""
+"""Running NVIDIA's command-line tools (Nsight Compute, compute-sanitizer) on one candidate, and
+reading the versions a certificate records (compute-sanitizer's, the NVIDIA driver's)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +11,17 @@ import tempfile
 from pathlib import Path
 
 from evaluator.child_env import allowed_environment
+from evaluator.gpu_lock import gpu_lock
 from evaluator.parent_watch import arm_pdeathsig
+from evaluator.report import CheckFailure
+from kernevo.device import nvidia_driver_version as proc_driver_version
+
+# compute-sanitizer exits with this status when it found an error (--error-exitcode), so a
+# finding is told apart from the target's own failures.
+SANITIZER_EXIT_CODE = 97
+# Seconds a version query may take (a tool that hangs must not stall a promotion).
+VERSION_TIMEOUT_S = 30.0
+_SANITIZER_VERSION = re.compile(r"^Version\s+(\S+)", re.MULTILINE)
 
 
 def find_tool(name: str) -> str | None:
@@ -54,3 +66,81 @@ def run_candidate_under(
             check=False,
             preexec_fn=arm_pdeathsig,
         )
+
+
+def run_sanitizer(
+    sanitizer: str,
+    tool: str,
+    cubin: bytes,
+    path_id: str,
+    dtype: str,
+    shape: tuple[int, int],
+    gpu_index: int,
+    timeout_s: float,
+    repeat: int = 1,
+) -> CheckFailure | None:
+    """Run the candidate once (``repeat`` solves) at ``shape`` under compute-sanitizer's
+    ``tool`` (``memcheck``, ``racecheck``, ``synccheck``, ``initcheck``), holding the GPU lock.
+
+    ``sanitizer`` is the compute-sanitizer executable (:func:`find_tool`). Returns ``None``
+    when it ran clean, else ``CheckFailure("sanitizer_<tool>", shape, detail=...)``: the first
+    three ``=========`` lines of its report, or the last line of stderr when the target failed
+    otherwise, or ``"timed out"`` past ``timeout_s`` seconds.
+    """
+    argv = [sanitizer, "--tool", tool, "--error-exitcode", str(SANITIZER_EXIT_CODE)]
+    try:
+        with gpu_lock(gpu_index):
+            done = run_candidate_under(
+                argv, cubin, path_id, dtype, shape, gpu_index, timeout_s, repeat=repeat
+            )
+    except subprocess.TimeoutExpired:
+        return CheckFailure(f"sanitizer_{tool}", shape, detail="timed out")
+    if done.returncode == 0:
+        return None
+    lines = [ln for ln in done.stdout.splitlines() if "=========" in ln][:3]
+    detail = " | ".join(lines) or (done.stderr.strip().splitlines() or ["exit"])[-1]
+    return CheckFailure(f"sanitizer_{tool}", shape, detail=detail[:500])
+
+
+def sanitizer_version(sanitizer: str) -> str | None:
+    """compute-sanitizer's version (``"2025.3.1.0"``, from the ``Version`` line of
+    ``compute-sanitizer --version``), or ``None`` when it does not say."""
+    try:
+        done = subprocess.run(
+            [sanitizer, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _SANITIZER_VERSION.search(done.stdout)
+    return match.group(1) if match else None
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA kernel driver's version (``"580.95.05"``), or ``None`` when nothing says.
+
+    ``/proc/driver/nvidia/version`` first (the loader reads the same file, so a certificate and
+    a loader compare like with like), else ``nvidia-smi --query-gpu=driver_version`` (one line
+    per GPU, all the same driver). CuPy exposes no NVML to ask instead.
+    """
+    version = proc_driver_version()
+    if version:
+        return version
+    smi = find_tool("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    return lines[0].strip() or None if lines else None

@@ -124,6 +124,14 @@ CATALOGUE: tuple[Variable, ...] = (
         "a file path",
     ),
     _v(
+        "REQUIRE_SAME_TOOLKIT",
+        _LOADER,
+        "route to cuBLAS a champion verified under another NVIDIA driver, CUDA driver API or "
+        "NVRTC version (or an unknown one) instead of serving it with that stated",
+        "false",
+        "true or false",
+    ),
+    _v(
         "LLM_BASE_URL",
         _EVOLVER,
         "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",

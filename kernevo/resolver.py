@@ -13,7 +13,12 @@ Order of questions for a shape (m, n), each answered once and remembered:
    read, so a file changed after it was written is refused; if it has nothing usable either,
    cuBLAS.
 3. Is (m, n) inside the champion's verified envelope? If not, cuBLAS.
-4. Did the kernel fail on this shape before (:meth:`Resolver.mark_failed`)? Then cuBLAS for good.
+4. Was the champion verified under this device's NVIDIA driver, CUDA driver API and NVRTC
+   versions (its certificate against :class:`kernevo.device.GpuInfo`)? If one differs, the
+   kernel is served with the difference stated (``served not re-verified on this toolkit:
+   ...``); with ``KERNEVO_REQUIRE_SAME_TOOLKIT`` a difference, or a version unknown on either
+   side, routes to cuBLAS instead. The loader never re-verifies.
+5. Did the kernel fail on this shape before (:meth:`Resolver.mark_failed`)? Then cuBLAS for good.
 
 Whatever the service sends or the disk cache holds, a decision comes back within the fetch
 timeout (``KERNEVO_REQUEST_TIMEOUT_S``) and never an exception: every fault of the data is a
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from kernevo.cache import ChampionCache
-from kernevo.certificate import environment_differences
+from kernevo.certificate import Certificate, compare_toolkit
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
@@ -53,6 +58,9 @@ class Decision:
     ``"outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"``,
     ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
     ``"refused champion program 17 from service: unsigned; disk cache: no entry"``,
+    ``"champion program 17 from service; served not re-verified on this toolkit: NVIDIA driver
+    575.57.08 here, verified under 580.95.05"``, ``"champion program 17 not re-verified on this
+    toolkit: ... (KERNEVO_REQUIRE_SAME_TOOLKIT)"`` (cuBLAS),
     ``"loader error: <exception>"`` (a fault the loader did not foresee; logged as a warning).
     ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
     exists but does not cover the shape). ``refusals`` are the champions refused on the way
@@ -176,15 +184,23 @@ class Resolver:
             )
             return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
         reason = acquired.reason
-        if champion.arch != self.gpu.arch:
-            reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
-        differences = environment_differences(
-            champion.certificate,
+        # Admitted champions carry a certificate that parses (TrustPolicy: no_certificate).
+        toolkit = compare_toolkit(
+            Certificate.model_validate(champion.certificate),
+            nvidia_driver_version=self.gpu.nvidia_driver_version,
             cuda_driver_api_version=self.gpu.cuda_driver_api_version,
             nvrtc_version=self.gpu.nvrtc_version,
         )
-        if differences:
-            reason += f"; {differences}"
+        if self._trust.require_same_toolkit and toolkit.refused_reason():
+            reason = (
+                f"champion program {champion.program_id} {toolkit.refused_reason()} "
+                "(KERNEVO_REQUIRE_SAME_TOOLKIT)"
+            )
+            return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
+        if champion.arch != self.gpu.arch:
+            reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
+        if toolkit.served_reason():
+            reason += f"; {toolkit.served_reason()}"
         return Decision(m, n, "kernel", reason, path, bucket, champion, refusals)
 
     def _acquire(self, key: ChampionKey, m: int, n: int) -> _Acquired:

@@ -22,7 +22,10 @@ class LoaderSettings(BaseSettings):
     ``KERNEVO_KEY_DIR`` (the local key pair ``kernevo evolve`` creates, default
     ``~/.config/kernevo/keys``), ``KERNEVO_TRUST_LOCAL_KEY`` (trust that local public key when
     it is private to this user; default true), ``KERNEVO_LOCK_FILE`` (only the champions it
-    pins). Unknown keyword arguments are refused (``extra="forbid"``).
+    pins), ``KERNEVO_REQUIRE_SAME_TOOLKIT`` (cuBLAS, instead of the champion served with the
+    difference stated, when its certificate's NVIDIA driver, CUDA driver API or NVRTC version
+    differs from this device's or is unknown; default false). Unknown keyword arguments are
+    refused (``extra="forbid"``).
 
     Every ``KERNEVO_*`` variable of the environment is checked against the catalogue
     (``kernevo.environment``) when settings are built: an unknown or empty one is logged once as
@@ -46,6 +49,7 @@ class LoaderSettings(BaseSettings):
     key_dir: Path = DEFAULT_KEY_DIR
     trust_local_key: bool = True
     lock_file: Path | None = None
+    require_same_toolkit: bool = False
 
     def __init__(self, **values: Any) -> None:
         warn_once(os.environ)

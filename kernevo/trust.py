@@ -12,8 +12,17 @@ Every champion the loader is about to use, fetched or read from its disk cache, 
    signed was changed: cubin, launch, envelope, options, certificate, key …, or the signature
    swapped; or it was signed under an older payload format than
    ``kernevo.signature.PAYLOAD_FORMAT``).
-6. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
+6. ``no_certificate``: the signed champion carries no certificate, or one that does not parse
+   as ``kernevo.certificate.Certificate`` (v1 or v2): nothing says what its verification
+   covered. (A certificate changed after signing fails step 5: the signature covers its
+   sha256.)
+7. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
    pinned to another cubin or payload.
+
+``require_same_toolkit`` (``KERNEVO_REQUIRE_SAME_TOOLKIT``) is not a check of the champion but
+of where it runs: the resolver then routes to cuBLAS, rather than serving with the difference
+stated, a champion whose certificate's NVIDIA driver, CUDA driver API or NVRTC version differs
+from the device's or is unknown on either side.
 
 The NVRTC option allow-list (``compile_option``) is checked by the resolver before a recompile
 (:func:`kernevo.kernel.refused_option`). A refusal is a :class:`Refusal` value; the resolver
@@ -27,6 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import ValidationError
+
+from kernevo.certificate import Certificate
 from kernevo.client import ChampionKernel
 from kernevo.keys import local_public_key, trusted_keys
 from kernevo.lockfile import LockFile, entry_for
@@ -39,6 +51,7 @@ RefusalCheck = Literal[
     "unsigned",
     "unknown_key",
     "bad_signature",
+    "no_certificate",
     "not_in_lock_file",
     "lock_digest_differs",
     "compile_option",
@@ -58,7 +71,9 @@ class Refusal:
 
 @dataclass(frozen=True)
 class TrustPolicy:
-    """The keys (id → 32 raw public bytes) a loader trusts and its optional lock file.
+    """The keys (id → 32 raw public bytes) a loader trusts, its optional lock file, and whether
+    a champion verified under another driver or toolkit is served (stated in ``explain()``) or
+    routed to cuBLAS (``require_same_toolkit``).
 
     ``no_key_hint`` completes the ``no_trusted_key`` refusal (how to configure a key).
     """
@@ -66,6 +81,7 @@ class TrustPolicy:
     keys: Mapping[str, bytes]
     lock: LockFile | None = None
     no_key_hint: str = field(default="", repr=False)
+    require_same_toolkit: bool = False
 
     def check(self, champion: ChampionKernel) -> Refusal | None:
         """``None`` when ``champion`` may run, else the first check it fails (see module doc)."""
@@ -86,6 +102,16 @@ class TrustPolicy:
             return Refusal("unknown_key", f"signed by unknown key {champion.signing_key_id}")
         if not signature_valid(public_raw, champion_payload(champion), champion.signature):
             return Refusal("bad_signature", f"bad signature (key {champion.signing_key_id})")
+        if champion.certificate is None:
+            return Refusal("no_certificate", "no certificate")
+        try:
+            Certificate.model_validate(champion.certificate)
+        except ValidationError as error:
+            return Refusal(
+                "no_certificate",
+                f"no certificate: unreadable ({error.error_count()} problems, first at "
+                f"{'.'.join(str(part) for part in error.errors()[0]['loc']) or 'top level'})",
+            )
         if self.lock is not None:
             return self._check_lock(self.lock, champion)
         return None
@@ -109,7 +135,8 @@ class TrustPolicy:
 def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:
     """The policy ``settings`` describe: the keys of ``KERNEVO_TRUSTED_KEYS``; the local public
     key in ``KERNEVO_KEY_DIR`` when ``KERNEVO_TRUST_LOCAL_KEY`` (default on) and the key is
-    private to this user (see :func:`kernevo.keys.local_public_key`); ``KERNEVO_LOCK_FILE``.
+    private to this user (see :func:`kernevo.keys.local_public_key`); ``KERNEVO_LOCK_FILE``;
+    ``KERNEVO_REQUIRE_SAME_TOOLKIT``.
 
     Raises:
         kernevo.keys.KeyFileError: a configured trusted key cannot be read or parsed.
@@ -124,4 +151,9 @@ def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:
         else:
             hint += f"; {note}"
     lock = LockFile.load(settings.lock_file) if settings.lock_file is not None else None
-    return TrustPolicy(keys=keys, lock=lock, no_key_hint=hint)
+    return TrustPolicy(
+        keys=keys,
+        lock=lock,
+        no_key_hint=hint,
+        require_same_toolkit=settings.require_same_toolkit,
+    )

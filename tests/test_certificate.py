@@ -1,4 +1,5 @@
-"""The champion certificate (issue 6): its schema, built from a verified report at promotion,
+"""The champion certificate (issue 6): its schema (v2, and stored v1 documents still read),
+built from a verified report at promotion (claiming only the checks the report shows ran),
 stored (migration up and down), covered by the signature, served by ``GET /v1/kernels/best``,
 printed by ``kernevo best``, and compared by the loader with its own driver and toolkit."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,10 +23,16 @@ import kernevo.cli
 from db.migrate import downgrade, upgrade
 from db.models import Program
 from db.session import make_engine
-from evaluator.certificate import build_certificate
+from evaluator.certificate import PIPELINE_CHECKS, build_certificate
+from evaluator.champion import ChampionReport
 from evaluator.report import CompileInfo, EvaluationReport, GpuInfo, ShapeTiming
 from evolver.champion import promote_best
-from kernevo.certificate import Certificate, certificate_sha256, environment_differences
+from kernevo.certificate import (
+    Certificate,
+    certificate_sha256,
+    compare_toolkit,
+    environment_differences,
+)
 from kernevo.client import ChampionKey, parse_champion
 from kernevo.settings import LoaderSettings
 from kernevo.trust import policy_from_settings
@@ -35,9 +43,9 @@ CUBIN = b"\x7fELF the certified cubin"
 BEST = {"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": 64, "n": 64}
 
 
-def _report(*_: Any) -> EvaluationReport:
+def _report(*_: Any) -> ChampionReport:
     """A verify_champion report of a kernel that passed everything (the promotion's fake)."""
-    return EvaluationReport(
+    return ChampionReport(
         path_id=SPEC.path_id,
         dtype="float64",
         status="ok",
@@ -57,22 +65,114 @@ def _report(*_: Any) -> EvaluationReport:
         verified_shapes=[(1, 1), (33, 7), (64, 64)],
         input_seeds=[11, 12, 13],
         held_out_seeds=[21, 22, 23],
+        champion_checks=[
+            "held_out_shapes", "determinism", "sanitizer_memcheck", "sanitizer_racecheck",
+            "sanitizer_synccheck", "sanitizer_initcheck",
+        ],
+        sanitizer_shapes={
+            "memcheck": [(33, 31), (64, 64)], "racecheck": [(33, 31)],
+            "synccheck": [(33, 31)], "initcheck": [(33, 31)],
+        },
+        sanitizer_version="2025.3.1.0",
+        nvidia_driver_version="580.95.05",
+    )  # fmt: skip
+
+
+@dataclass
+class NumericsReport(ChampionReport):
+    """A champion report whose pipeline also ran issue 6's numerical checks."""
+
+    checks_run: list[str] = field(default_factory=list)
+    input_scales: list[float] = field(default_factory=list)
+
+
+def _measured_report() -> NumericsReport:
+    report = NumericsReport(
+        **{f.name: getattr(_report(), f.name) for f in fields(ChampionReport)},
+        checks_run=["scale_invariance", "nonfinite_containment", "metamorphic_linearity"],
+        input_scales=[1e-30, 1e30],
     )
+    report.timings = [
+        ShapeTiming(16, 16, 1.0, 0.05, 3.0, 0.1, 2.0, 6.0, 1.01, 0.02, 2.8, 3.1, True, 0.4),
+        ShapeTiming(64, 64, 2.0, 0.1, 6.0, 0.2, 2.5, 7.0, 2.06, 0.03, 2.7, 3.2, True, 0.9),
+    ]
+    return report
 
 
 def test_built_from_a_verified_report() -> None:
     cert = build_certificate(_report(), SPEC)
 
-    assert {"held_out_shapes", "determinism", "sanitizer_memcheck"} <= set(cert.checks_passed)
+    assert cert.format == "kernevo.certificate.v2"
+    assert cert.checks_passed == [
+        *PIPELINE_CHECKS, "held_out_shapes", "determinism", "sanitizer_memcheck",
+        "sanitizer_racecheck", "sanitizer_synccheck", "sanitizer_initcheck",
+    ]  # fmt: skip
     assert cert.input_seeds == [11, 12, 13] and cert.held_out_seeds == [21, 22, 23]
     assert cert.held_out_shapes == list(SPEC.held_out_shapes)
     assert (cert.cuda_driver_api_version, cert.nvrtc_version) == ("13.0", "13.0")
-    assert cert.nvidia_driver_version is None and cert.noise_floor_us is None
+    assert (cert.nvidia_driver_version, cert.sanitizer_version) == ("580.95.05", "2025.3.1.0")
+    assert cert.sanitizer_shapes["memcheck"] == [(33, 31), (64, 64)]
+    assert cert.noise_floor is None and cert.input_scales == []
     (timing,) = cert.timings
     assert (timing.median_us, timing.iqr_us, timing.baseline_median_us) == (2.0, 0.1, 6.0)
     assert timing.speedup == pytest.approx(3.0)
+    assert (timing.speedup_low, timing.noise_floor, timing.faster_than_baseline) == (None,) * 3
     text = " ".join(cert.not_verified)
     assert "float64" in text and "sm_90" in text and "envelope m <= 64, n <= 64" in text
+    assert "no scaled inputs checked" in text and "no noise floor measured" in text
+    assert "NaN or Inf inputs (no containment check ran)" in text
+
+
+def test_checks_are_claimed_only_when_the_report_shows_they_ran() -> None:
+    report = _report()
+    report.champion_checks = ["held_out_shapes", "determinism", "sanitizer_memcheck"]
+    report.sanitizer_shapes = {"memcheck": [(33, 31)]}
+    report.phase_seconds["memcheck"] = 4.2  # the job's memcheck ran before it became the best
+
+    cert = build_certificate(report, SPEC)
+
+    assert "sanitizer_racecheck" not in cert.checks_passed
+    assert cert.sanitizer_tools == ["memcheck"]
+    assert "memcheck_before_best" in cert.checks_passed
+    for issue6 in ("scale_invariance", "noise_floor", "plausibility"):
+        assert issue6 not in cert.checks_passed
+
+
+def test_issue_6_checks_and_timing_fields_are_certified_when_measured() -> None:
+    cert = build_certificate(_measured_report(), SPEC)
+
+    assert {
+        "scale_invariance", "nonfinite_containment", "metamorphic_linearity", "noise_floor",
+        "plausibility",
+    } <= set(cert.checks_passed)  # fmt: skip
+    assert cert.noise_floor == pytest.approx(0.03)  # the worst shape's
+    assert cert.input_scales == [1e-30, 1e30]
+    small, large = cert.timings
+    assert (small.speedup_low, small.speedup_high, small.noise_floor) == (2.8, 3.1, 0.02)
+    assert large.faster_than_baseline is True and large.plausibility_floor_us == 0.9
+    text = " ".join(cert.not_verified)
+    assert "scaled by 1e-30, 1e+30" in text and "beyond the containment check" in text
+    assert "no noise floor measured" not in text
+    summary = "\n".join(cert.summary())
+    assert "[2.70, 3.20], beats the noise floor" in summary and "noise floor 3.0%" in summary
+
+
+def test_a_noise_floor_without_a_second_timing_is_not_certified() -> None:
+    report = _measured_report()
+    report.timings = [replace(t, candidate_again_us=0.0) for t in report.timings]
+
+    cert = build_certificate(report, SPEC)
+
+    assert "noise_floor" not in cert.checks_passed and cert.noise_floor is None
+    assert all(t.noise_floor is None and t.faster_than_baseline is None for t in cert.timings)
+
+
+def test_a_plain_evaluation_report_gets_no_certificate() -> None:
+    plain = EvaluationReport(
+        **{f.name: getattr(_report(), f.name) for f in fields(EvaluationReport)}
+    )
+    with pytest.raises(ValueError, match="verify_champion"):
+        build_certificate(plain, SPEC)
 
 
 def test_a_failed_report_has_no_certificate() -> None:
@@ -92,22 +192,76 @@ def test_schema_round_trip_and_strictness() -> None:
         Certificate.model_validate({**document, "unexpected": 1})
     with pytest.raises(ValidationError):
         Certificate.model_validate({**document, "format": "kernevo.certificate.v0"})
+    missing = {k: v for k, v in document.items() if k != "nvidia_driver_version"}
+    with pytest.raises(ValidationError):
+        Certificate.model_validate(missing)  # v2 must say, even if only null
     assert certificate_sha256(None) is None
+
+
+# A certificate as promotions stored it before issue 6 (format v1), field for field.
+V1_DOCUMENT: dict[str, Any] = {
+    "format": "kernevo.certificate.v1",
+    "checks_passed": [
+        "screen", "compile", "contract", "quick", "verify", "time", "held_out_shapes",
+        "determinism", "sanitizer_memcheck", "sanitizer_racecheck", "sanitizer_synccheck",
+        "sanitizer_initcheck",
+    ],
+    "input_seeds": [11, 12, 13], "held_out_seeds": [21, 22, 23],
+    "verified_shapes": [[1, 1], [64, 64]], "held_out_shapes": [[5, 3]],
+    "determinism_shapes": [[64, 64], [33, 31]],
+    "sanitizer_tools": ["memcheck", "racecheck", "synccheck", "initcheck"],
+    "sanitizer_version": None, "gpu_name": "NVIDIA H200", "gpu_key": "nvidia-h200",
+    "arch": "sm_90", "nvidia_driver_version": None, "cuda_driver_api_version": "13.0",
+    "cuda_runtime_version": "12.8", "nvrtc_version": "13.0",
+    "timings": [{
+        "m": 64, "n": 64, "median_us": 2.0, "iqr_us": 0.1, "baseline_median_us": 6.0,
+        "baseline_iqr_us": 0.2, "speedup": 3.0,
+    }],
+    "noise_floor_us": None,
+    "not_verified": ["dtypes other than float64"],
+}  # fmt: skip
+
+
+def test_a_stored_v1_certificate_still_reads() -> None:
+    before = certificate_sha256(V1_DOCUMENT)
+
+    cert = Certificate.model_validate(V1_DOCUMENT)
+
+    assert cert.format == "kernevo.certificate.v1"
+    assert cert.nvidia_driver_version is None and cert.noise_floor is None
+    assert cert.sanitizer_shapes == {} and cert.timings[0].speedup_low is None
+    assert cert.summary()[0].startswith("certificate (v1): passed screen, compile")
+    assert certificate_sha256(V1_DOCUMENT) == before  # the stored document is not touched
+    with pytest.raises(ValidationError):
+        Certificate.model_validate({**V1_DOCUMENT, "noise_floor_us": 1.5})
+    with pytest.raises(ValidationError):  # a v2 document is not read as v1 with fields missing
+        Certificate.model_validate({**V1_DOCUMENT, "format": "kernevo.certificate.v2"})
 
 
 def test_driver_or_toolkit_differences_are_stated() -> None:
     document = build_certificate(_report(), SPEC).to_json_dict()
+    here = {"nvidia_driver_version": "580.95.05", "cuda_driver_api_version": "13.0"}
 
-    same = environment_differences(document, cuda_driver_api_version="13.0", nvrtc_version="13.0")
-    assert same == ""
+    assert environment_differences(document, **here, nvrtc_version="13.0") == ""
     unknown = environment_differences(document, cuda_driver_api_version="", nvrtc_version="")
     assert unknown == ""
-    other = environment_differences(document, cuda_driver_api_version="12.9", nvrtc_version="13.0")
+    other = environment_differences(
+        document, nvidia_driver_version="575.57.08", cuda_driver_api_version="12.9",
+        nvrtc_version="13.0",
+    )  # fmt: skip
     assert other == (
-        "served not re-verified on this toolkit: CUDA driver API 12.9 here, verified under 13.0"
+        "served not re-verified on this toolkit: NVIDIA driver 575.57.08 here, verified under "
+        "580.95.05, CUDA driver API 12.9 here, verified under 13.0"
     )
     bad = environment_differences({"x": 1}, cuda_driver_api_version="1", nvrtc_version="1")
     assert "unreadable" in bad
+    v1 = compare_toolkit(
+        Certificate.model_validate(V1_DOCUMENT), **here, nvrtc_version="13.0"
+    )  # fmt: skip
+    assert v1.served_reason() == ""
+    assert v1.refused_reason() == (
+        "not re-verified on this toolkit: NVIDIA driver: not recorded at verification"
+    )
 
 
 @pytest.fixture
@@ -170,7 +324,8 @@ def test_kernevo_best_prints_the_certificate(
     out = capsys.readouterr().out
     assert "certificate: passed screen, compile" in out
     assert "held-out seeds [21, 22, 23]" in out
-    assert "driver not recorded, CUDA driver API 13.0" in out
+    assert "driver 580.95.05, CUDA driver API 13.0" in out
+    assert "compute-sanitizer 2025.3.1.0" in out
     assert "not verified: dtypes other than float64" in out
 
 

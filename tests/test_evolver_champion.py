@@ -51,9 +51,10 @@ CHILD_CUBIN = b"\x7fELF the child's verified cubin"
 
 def _verified_report(source, path_id, dtype, gpu_index):
     """What evaluator.champion.verify_champion returns for a kernel that passed everything."""
-    from evaluator.report import CompileInfo, EvaluationReport, GpuInfo
+    from evaluator.champion import ChampionReport
+    from evaluator.report import CompileInfo, GpuInfo
 
-    return EvaluationReport(
+    return ChampionReport(
         path_id=path_id,
         dtype=dtype,
         status="ok",
@@ -70,6 +71,9 @@ def _verified_report(source, path_id, dtype, gpu_index):
         ),
         gpu=GpuInfo("NVIDIA H200", "nvidia-h200", "sm_90", "580.65", "13.0"),
         verified_shapes=[(1, 1), (33, 7), (64, 64)],
+        champion_checks=["held_out_shapes", "determinism", "sanitizer_memcheck"],
+        sanitizer_shapes={"memcheck": [(33, 31), (64, 64)]},
+        nvidia_driver_version="580.65.06",
     )
 
 

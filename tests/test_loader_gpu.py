@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
 from kernevo.cache import ChampionCache, payload_sha256
+from kernevo.certificate import certificate_sha256
 from kernevo.client import service_fetcher
 from kernevo.device import GpuInfo
 from kernevo.keys import public_raw_of
@@ -67,12 +68,48 @@ class LiveService:
         assert not self.thread.is_alive(), "uvicorn did not stop"
 
 
+def seed_certificate(gpu: GpuInfo, verified: list[list[int]]) -> dict[str, Any]:
+    """A certificate for the seed promoted by :func:`start_service`, recording ``gpu``'s own
+    driver and toolkit (so the loader on that device states no difference). It claims only
+    what this promotion did: compile (no verification ran)."""
+    from kernevo.certificate import Certificate
+
+    return Certificate(
+        checks_passed=["screen", "compile"],
+        input_seeds=[],
+        held_out_seeds=[],
+        verified_shapes=[(m, n) for m, n in verified],
+        held_out_shapes=[],
+        determinism_shapes=[],
+        sanitizer_tools=[],
+        sanitizer_version=None,
+        sanitizer_shapes={},
+        gpu_name=gpu.name,
+        gpu_key=gpu.key,
+        arch=gpu.arch,
+        nvidia_driver_version=gpu.nvidia_driver_version or None,
+        cuda_driver_api_version=gpu.cuda_driver_api_version or None,
+        cuda_runtime_version=None,
+        nvrtc_version=gpu.nvrtc_version or None,
+        timings=[],
+        noise_floor=None,
+        input_scales=[],
+        not_verified=["everything: a test promotion of the seed, compiled, never verified"],
+    ).to_json_dict()
+
+
 def start_service(
-    db_dir: Path, gpu: GpuInfo, dtype: str, signer: Ed25519PrivateKey | None = SIGNER
+    db_dir: Path,
+    gpu: GpuInfo,
+    dtype: str,
+    signer: Ed25519PrivateKey | None = SIGNER,
+    *,
+    certified: bool = True,
 ) -> LiveService:
     """Migrate a fresh SQLite database, promote the seed kernel compiled for ``gpu.arch`` as the
     champion of (trsm_small, dtype, gpu.key, m64n64), signed by ``signer`` (``None``: unsigned)
-    as ``evolver.champion`` signs, and serve it on a free local port."""
+    as ``evolver.champion`` signs, with a certificate unless ``certified`` is False (a promotion
+    from before certificates), and serve it on a free local port."""
     import uvicorn
 
     from api.app import create_app
@@ -106,6 +143,7 @@ def start_service(
         )  # fmt: skip
         launch = {"kernel": TRSM_SMALL.kernel_name, "config_kernel": TRSM_SMALL.config_kernel_name}
         envelope = {**TRSM_SMALL.envelope, "verified_shapes": verified}
+        certificate = seed_certificate(gpu, verified) if certified else None
         signature, signing_key_id = None, None
         if signer is not None:
             payload = signed_payload(
@@ -114,13 +152,14 @@ def start_service(
                 cubin_sha256=repo.sha256_hex(compiled.cubin), source_sha256=repo.sha256_hex(source),
                 launch=launch, envelope=envelope, compile_options=options,
                 nvrtc_version=compiled.nvrtc_version,
+                certificate_sha256=certificate_sha256(certificate),
             )  # fmt: skip
             signature, signing_key_id = sign(signer, payload), key_id(public_raw_of(signer))
         repo.promote_champion(
             s, evaluation_id=evaluation.id, path=TRSM_SMALL.path_id, dtype=dtype,
             gpu_key=gpu.key, shape_bucket=TRSM_SMALL.shape_bucket, cubin=compiled.cubin,
             launch=launch, envelope=envelope, compile_options=options,
-            signature=signature, signing_key_id=signing_key_id,
+            signature=signature, signing_key_id=signing_key_id, certificate=certificate,
         )  # fmt: skip
         program_id = program.id
     engine.dispose()
@@ -168,6 +207,26 @@ def test_loader_routes_from_the_real_service(h200_service: LiveService, tmp_path
     assert offline.route == "kernel"
     assert offline.reason.startswith(
         f"champion program {h200_service.program_id} from disk cache (service unreachable"
+    )
+
+
+def test_a_champion_signed_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    service = start_service(tmp_path, H200, "float64", certified=False)
+    try:
+        fetch = service_fetcher(service.url, op="trsm", timeout_s=2.0)
+        resolver = Resolver(
+            "trsm", "float64", gpu=H200, fetch=fetch, cache=ChampionCache(tmp_path / "cache"),
+            trust=trusting(SIGNER),
+        )  # fmt: skip
+        decision = resolver.resolve(64, 64)
+    finally:
+        service.stop()
+
+    assert decision.route == "cublas"
+    assert [refusal.check for refusal in decision.refusals] == ["no_certificate"]
+    assert decision.reason == (
+        f"refused champion program {service.program_id} from service: no certificate; "
+        "disk cache: no entry"
     )
 
 
@@ -365,6 +424,15 @@ def test_only_a_signed_champion_runs(
         solve_all("unsigned", unsigned, "cublas", "unsigned")
     finally:
         unsigned_service.stop()
+
+    uncertified_service = start_service(
+        tmp_path / "uncertified-db", gpu, "float64", certified=False
+    )
+    try:
+        uncertified = load(uncertified_service.url, "uncertified", SIGNER)
+        solve_all("no certificate", uncertified, "cublas", "no_certificate")
+    finally:
+        uncertified_service.stop()
 
     refused = {label: error for label, error in worst.items() if label != "signed"}
     with capsys.disabled():

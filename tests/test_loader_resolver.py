@@ -13,6 +13,7 @@ import base64
 import hashlib
 import logging
 import socket
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,14 +26,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
 from kernevo.cache import ChampionCache
+from kernevo.certificate import Certificate
 from kernevo.client import ChampionKernel, service_fetcher
-from kernevo.device import GpuInfo
+from kernevo.device import GpuInfo, nvidia_driver_version, parse_nvrm_version
 from kernevo.keys import public_raw_of
 from kernevo.resolver import Resolver
 from kernevo.settings import LoaderSettings
 from kernevo.signature import champion_payload, key_id, sign
 from kernevo.solver import TrsmSolver
-from kernevo.trust import TrustPolicy
+from kernevo.trust import TrustPolicy, policy_from_settings
 
 GPU = GpuInfo(index=0, name="NVIDIA H200", key="nvidia-h200", arch="sm_90")
 API = "http://kernevo.test"
@@ -52,6 +54,33 @@ def on_device(x: np.ndarray) -> DeviceArray:
     return np.asfortranarray(x).view(DeviceArray)
 
 
+def certificate_json(**changes: Any) -> dict[str, Any]:
+    """A v2 certificate as a promotion stores it (kernevo.certificate), with ``changes``."""
+    certificate = Certificate(
+        checks_passed=["screen", "compile", "scaled_residual", "held_out_shapes"],
+        input_seeds=[11, 12, 13, 14, 15],
+        held_out_seeds=[21, 22, 23],
+        verified_shapes=[(64, 64)],
+        held_out_shapes=[(5, 3)],
+        determinism_shapes=[(64, 64)],
+        sanitizer_tools=["memcheck"],
+        sanitizer_version="2025.3.1",
+        sanitizer_shapes={"memcheck": [(33, 31), (64, 64)]},
+        gpu_name="NVIDIA H200",
+        gpu_key="nvidia-h200",
+        arch="sm_90",
+        nvidia_driver_version="580.95.05",
+        cuda_driver_api_version="13.0",
+        cuda_runtime_version="13.0",
+        nvrtc_version="13.0",
+        timings=[],
+        noise_floor=None,
+        input_scales=[],
+        not_verified=["dtypes other than float64"],
+    )
+    return {**certificate.to_json_dict(), **changes}
+
+
 def champion_json(
     *,
     program_id: int = 17,
@@ -62,9 +91,11 @@ def champion_json(
     gpu: str = GPU.key,
     dtype: str = "float64",
     signer: Ed25519PrivateKey | None = SIGNER,
+    certificate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body of ``GET /v1/kernels/best`` as CONTRACTS.md specifies it, signed by ``signer``
-    (``None``: unsigned, as an older service or an unsigned promotion sends it)."""
+    (``None``: unsigned, as an older service or an unsigned promotion sends it), with
+    ``certificate`` (default :func:`certificate_json`)."""
     body = {
         "path": "trsm_small",
         "dtype": dtype,
@@ -82,6 +113,7 @@ def champion_json(
         "envelope": {"m_max": m_max, "n_max": n_max, "verified_shapes": [[64, 64]]},
         "metrics": {"combined_score": 1.5},
         "promoted_at": "2025-01-01T00:00:00Z",
+        "certificate": certificate_json() if certificate is None else certificate,
     }
     return body if signer is None else sign_body(body, signer)
 
@@ -539,3 +571,110 @@ def test_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.key_dir == Path.home() / ".config" / "kernevo" / "keys"
     assert settings.trust_local_key is True
     assert settings.lock_file is None
+
+
+# --- the champion's certificate against this device's driver and toolkit ---------------------
+
+SAME_TOOLKIT = GpuInfo(
+    index=0,
+    name="NVIDIA H200",
+    key="nvidia-h200",
+    arch="sm_90",
+    cuda_driver_api_version="13.0",
+    nvrtc_version="13.0",
+    nvidia_driver_version="580.95.05",
+)
+OTHER_DRIVER = replace(SAME_TOOLKIT, nvidia_driver_version="575.57.08")
+STRICT = TrustPolicy(TRUST.keys, require_same_toolkit=True)
+
+
+def test_a_champion_verified_under_this_toolkit_is_served_without_remark(tmp_path: Path) -> None:
+    for trust in (TRUST, STRICT):
+        h = Harness(FakeService(), tmp_path / str(trust.require_same_toolkit), gpu=SAME_TOOLKIT)
+        decision = h.solver.explain(8, 8)
+        assert (decision.route, decision.reason) == ("kernel", "champion program 17 from service")
+
+
+def test_another_nvidia_driver_is_stated_and_the_kernel_served(tmp_path: Path) -> None:
+    h = Harness(FakeService(), tmp_path, gpu=replace(OTHER_DRIVER, nvrtc_version="13.1"))
+    a, b, x = problem(8, 8)
+
+    h.solver(a, b)
+
+    np.testing.assert_allclose(b, x, rtol=1e-12)
+    assert h.kernel_shapes == [(8, 8)]
+    assert h.solver.explain(8, 8).reason == (
+        "champion program 17 from service; served not re-verified on this toolkit: "
+        "NVIDIA driver 575.57.08 here, verified under 580.95.05, NVRTC 13.1 here, verified "
+        "under 13.0"
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "certificate", "clause"),
+    [
+        (OTHER_DRIVER, None, "NVIDIA driver 575.57.08 here, verified under 580.95.05"),
+        (replace(SAME_TOOLKIT, cuda_driver_api_version="12.9"), None, "CUDA driver API 12.9 here"),
+        (replace(SAME_TOOLKIT, nvidia_driver_version=""), None, "NVIDIA driver: unknown here"),
+        (
+            SAME_TOOLKIT,
+            certificate_json(nvidia_driver_version=None),
+            "NVIDIA driver: not recorded at verification",
+        ),
+    ],
+    ids=["other driver", "other driver API", "driver unknown here", "driver not recorded"],
+)
+def test_require_same_toolkit_routes_any_difference_to_cublas(
+    tmp_path: Path, gpu: GpuInfo, certificate: dict[str, Any] | None, clause: str
+) -> None:
+    body = champion_json(certificate=certificate)
+    h = Harness(FakeService(body=body), tmp_path, gpu=gpu, trust=STRICT)
+    a, b, x = problem(8, 8)
+
+    h.solver(a, b)
+
+    np.testing.assert_allclose(b, x, rtol=1e-12)
+    assert h.kernel_shapes == [] and h.fallback_shapes == [(8, 8)]
+    decision = h.solver.explain(8, 8)
+    assert decision.route == "cublas" and decision.refusals == ()
+    assert decision.reason.startswith("champion program 17 not re-verified on this toolkit: ")
+    assert clause in decision.reason
+    assert decision.reason.endswith(" (KERNEVO_REQUIRE_SAME_TOOLKIT)")
+
+
+def test_require_same_toolkit_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path))
+    assert policy_from_settings(LoaderSettings()).require_same_toolkit is False
+    monkeypatch.setenv("KERNEVO_REQUIRE_SAME_TOOLKIT", "1")
+    assert policy_from_settings(LoaderSettings()).require_same_toolkit is True
+
+
+@pytest.mark.parametrize(
+    ("first_line", "version"),
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:55:41 UTC "
+            "2025",
+            "580.95.05",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)  Thu Feb 27 03:36:05 UTC 2025",
+            "570.124.06",
+        ),
+        ("NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.54", "550.54"),
+        ("GCC version:  gcc version 12.2.0", ""),
+        ("", ""),
+    ],
+)
+def test_the_nvidia_driver_version_is_read_from_the_kernel_module(
+    tmp_path: Path, first_line: str, version: str
+) -> None:
+    proc_file = tmp_path / "version"
+    proc_file.write_text(first_line + "\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+
+    assert parse_nvrm_version(proc_file.read_text()) == version
+    assert nvidia_driver_version(proc_file) == version
+    assert nvidia_driver_version(tmp_path / "no driver loaded") == ""

@@ -24,6 +24,7 @@ from test_loader_resolver import (
     TRUST,
     FakeService,
     Harness,
+    certificate_json,
     champion_json,
     problem,
     sign_body,
@@ -330,6 +331,92 @@ def test_a_cache_entry_is_checked_against_the_keys_trusted_now(tmp_path: Path) -
     decision = refused_to_cublas(h)
 
     assert checks(decision) == [("disk cache", "unknown_key")]
+
+
+# --- the certificate --------------------------------------------------------------------------
+
+
+def without_certificate() -> dict[str, Any]:
+    """A champion signed as a promotion before certificates signed it: the signature is valid
+    (its payload's ``certificate_sha256`` is null) but nothing says what was verified."""
+    body = champion_json(signer=None)
+    del body["certificate"]
+    return sign_body(body, SIGNER)
+
+
+def v1_certificate() -> dict[str, Any]:
+    """A certificate stored by a promotion before issue 6 (format v1)."""
+    document = certificate_json(format="kernevo.certificate.v1", noise_floor_us=None)
+    for name in ("sanitizer_shapes", "input_scales", "noise_floor"):
+        del document[name]
+    return document
+
+
+def test_a_signed_champion_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    h = Harness(FakeService(body=without_certificate()), tmp_path)
+
+    decision = refused_to_cublas(h)
+
+    assert checks(decision) == [("service", "no_certificate")]
+    assert decision.reason == (
+        "refused champion program 17 from service: no certificate; disk cache: no entry"
+    )
+    assert cache_is_empty(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        (certificate_json(format="kernevo.certificate.v3"), "format"),  # a newer evaluator's
+        ({"format": "kernevo.certificate.v2", "checks_passed": ["screen"]}, "input_seeds"),
+        (certificate_json(checks_passed="everything"), "checks_passed"),
+    ],
+    ids=["unknown format", "fields missing", "mistyped"],
+)
+def test_a_signed_certificate_that_does_not_parse_is_refused(
+    tmp_path: Path, document: dict[str, Any], where: str
+) -> None:
+    h = Harness(FakeService(body=champion_json(certificate=document)), tmp_path)
+
+    decision = refused_to_cublas(h)
+
+    assert checks(decision) == [("service", "no_certificate")]
+    assert decision.reason.startswith(
+        "refused champion program 17 from service: no certificate: unreadable ("
+    )
+    assert f"first at {where}" in decision.reason
+    assert cache_is_empty(tmp_path)
+
+
+def test_a_cached_champion_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    def strip_and_resign(payload: dict[str, Any]) -> None:
+        payload.pop("certificate")
+        body = {**payload, "cubin_b64": base64.b64encode(CUBIN).decode()}
+        payload.update({k: v for k, v in sign_body(body, SIGNER).items() if k.startswith("sign")})
+
+    rewrite_entry(cached_entry(tmp_path), strip_and_resign)  # what an older loader cached
+    h = offline(tmp_path)
+
+    decision = refused_to_cublas(h)
+
+    assert checks(decision) == [("disk cache", "no_certificate")]
+    assert decision.reason.endswith("; disk cache: refused champion program 17: no certificate")
+
+
+def test_a_v1_certificate_of_an_older_promotion_is_accepted(tmp_path: Path) -> None:
+    h = Harness(FakeService(body=champion_json(certificate=v1_certificate())), tmp_path)
+
+    decision = h.solver.explain(8, 8)
+
+    assert (decision.route, decision.reason) == ("kernel", "champion program 17 from service")
+
+
+def test_the_lock_file_commands_skip_a_champion_without_a_certificate(tmp_path: Path) -> None:
+    champion = ChampionKernel.from_payload(without_certificate(), CUBIN)
+
+    refusal = TRUST.check(champion)
+
+    assert refusal is not None and refusal.check == "no_certificate"
 
 
 # --- the lock file ----------------------------------------------------------------------------
