@@ -142,5 +142,5 @@ def nvidia_driver_version() -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
-    return lines[0].strip() or None if lines else None
+    first = done.stdout.strip().splitlines()[:1] if done.returncode == 0 else []
+    return first[0].strip() if first else None

@@ -20,6 +20,7 @@ import pytest
 
 import evaluator.new_best as new_best
 import evaluator.openevolve_entry as entry
+import evaluator.tools as tools
 from evaluator.new_best import (
     NO_SANITIZER_NOTE,
     RECORD_NAME,
@@ -377,3 +378,41 @@ def test_a_write_past_b_that_restores_the_bytes_is_stopped_before_it_becomes_the
             f"{seed_report.phase_seconds['memcheck']:.1f} s (2 shapes); restoring write past B "
             f"caught in {report.phase_seconds['memcheck']:.1f} s: {report.failure.detail[:120]}"
         )
+
+
+# --- the versions a certificate records -------------------------------------------------------
+
+
+def executable(folder: Path, name: str, body: str) -> str:
+    script = folder / name
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def test_the_sanitizer_version_is_its_version_line(tmp_path: Path) -> None:
+    banner = (
+        'echo "NVIDIA (R) Compute Sanitizer"; echo "Copyright (c) 2020-2025 NVIDIA Corporation"; '
+        'echo "Version 2025.3.1.0 (build 36398880) (public-release)"\n'
+    )
+    assert tools.sanitizer_version(executable(tmp_path, "a", banner)) == "2025.3.1.0"
+    assert tools.sanitizer_version(executable(tmp_path, "b", "echo nothing useful\n")) is None
+    assert tools.sanitizer_version(str(tmp_path / "missing")) is None
+
+
+def test_the_driver_version_falls_back_to_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "proc_driver_version", lambda: "580.95.05")
+    assert tools.nvidia_driver_version() == "580.95.05"  # /proc first: no process started
+
+    monkeypatch.setattr(tools, "proc_driver_version", lambda: "")
+    smi = executable(tmp_path, "nvidia-smi", 'echo "575.57.08"; echo "575.57.08"\n')
+    monkeypatch.setattr(tools, "find_tool", lambda name: smi if name == "nvidia-smi" else None)
+    assert tools.nvidia_driver_version() == "575.57.08"
+
+    failing = executable(tmp_path, "smi-fails", 'echo "NVIDIA-SMI has failed"; exit 9\n')
+    monkeypatch.setattr(tools, "find_tool", lambda name: failing)
+    assert tools.nvidia_driver_version() is None
+    monkeypatch.setattr(tools, "find_tool", lambda name: None)
+    assert tools.nvidia_driver_version() is None
