@@ -181,16 +181,19 @@ class JobOptionError(JobConfigError):
 def evaluator_hard_limit_s() -> float:
     """The longest one ``evaluate()`` call may take before the evaluator's own timeouts end it,
     in seconds: the GPU identity query and the quick check (``QUICK_TIMEOUT_S`` each), full
-    verification with timing (``FULL_TIMEOUT_S``, evaluator/pipeline.py), profiling a new best
-    and compiling. OpenEvolve's ``evaluator_timeout_s`` must exceed it. Compile-only jobs are
+    verification with timing (``FULL_TIMEOUT_S``, evaluator/pipeline.py), memcheck of a new job
+    best at two shapes (``MEMCHECK_TIMEOUT_S`` each, evaluator/new_best.py), profiling it and
+    compiling. OpenEvolve's ``evaluator_timeout_s`` must exceed it. Compile-only jobs are
     held to the same bound: one rule for every job file, whichever machine runs it."""
     from evaluator.compile_sandbox import START_TIMEOUT_S, WALL_LIMIT_S
+    from evaluator.new_best import MEMCHECK_TIMEOUT_S
     from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
     from evaluator.profile import PROFILE_TIMEOUT_S
 
     # A compile may first have to start a fresh compiler child (after an overrun).
     compile_s = START_TIMEOUT_S + WALL_LIMIT_S
-    return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + PROFILE_TIMEOUT_S + compile_s
+    memcheck_s = 2 * MEMCHECK_TIMEOUT_S
+    return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + memcheck_s + PROFILE_TIMEOUT_S + compile_s
 
 
 def _one_line(error: ValidationError, source: str) -> str:
