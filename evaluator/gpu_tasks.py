@@ -14,15 +14,26 @@ from typing import Any
 import numpy as np
 
 from evaluator.checks.accuracy import check_solution
+from evaluator.checks.containment import check_containment
 from evaluator.checks.integrity import (
     GUARD_ELEMENTS,
+    check_finite,
     check_guards,
     check_input_unchanged,
     digest,
     guard_pattern,
 )
+from evaluator.checks.metamorphic import Relation, check_relation, relations
 from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
-from evaluator.inputs import Problem, make_problem
+from evaluator.checks.scaling import check_scale_invariance
+from evaluator.inputs import (
+    CONTAINMENT_ENTRY,
+    SCALE_EXPONENTS,
+    Problem,
+    containment_problem,
+    make_problem,
+    scaled_problem,
+)
 from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape
 from seeds.driver import GeometryError
@@ -60,8 +71,10 @@ def _load_driver(cubin: bytes, path_id: str, dtype: str) -> Any:
     return TrsmSmallDriver(cubin, dtype, get_path(path_id))
 
 
-def solve_checked(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
-    """Run the candidate once on ``problem`` and apply every check to what it left behind.
+def run_candidate(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
+    """Run the candidate once on ``problem`` between guard bands and check the memory it must
+    not touch: launch geometry, guard bands (``out_of_bounds_write``), A byte-identical
+    (``input_modified``). No numerical check: callers choose which apply to X.
 
     Returns the first failure (None when all pass) and the output X (None when nothing ran).
     """
@@ -83,8 +96,19 @@ def solve_checked(driver: Any, problem: Problem) -> tuple[CheckFailure | None, n
     a_out, b_out = a_dev.get().tobytes(), b_dev.get().tobytes()
     x = np.frombuffer(b_out[g : g + m * n * itemsize], problem.b.dtype).reshape((m, n), order="F")
     failure = check_guards(guard * 4, a_out[:g] + a_out[-g:] + b_out[:g] + b_out[-g:], (m, n))
-    failure = failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n))
-    return failure or check_solution(problem, x), x
+    return failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n)), x
+
+
+def solve_checked(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
+    """Run the candidate once on ``problem`` and apply every check to what it left behind: the
+    memory checks of :func:`run_candidate`, then ``check_solution`` on X.
+
+    Returns the first failure (None when all pass) and the output X (None when nothing ran).
+    """
+    failure, x = run_candidate(driver, problem)
+    if failure or x is None:
+        return failure, x
+    return check_solution(problem, x), x
 
 
 def check_pair(driver: Any, first: Problem, second: Problem) -> CheckFailure | None:
@@ -106,27 +130,105 @@ def _located(failure: CheckFailure, where: str) -> CheckFailure:
     )
 
 
+def check_scaled(driver: Any, problem: Problem) -> CheckFailure | None:
+    """``problem`` scaled up and down by ``SCALE_EXPONENTS`` (X unchanged), each output judged on
+    the unscaled problem (``scale_invariance``); 2 solves."""
+    for exponent in SCALE_EXPONENTS[problem.b.dtype.name]:
+        scaled = scaled_problem(problem, exponent)
+        failure, x = run_candidate(driver, scaled)
+        if failure is None and x is not None:
+            failure = check_scale_invariance(problem, exponent, x)
+        if failure:
+            where = f"{scaled.kind} inputs, s = 2^{exponent}, seed {problem.seed}"
+            return _located(failure, where)
+    return None
+
+
+def check_containment_cases(driver: Any, dtype: str, seed: int) -> CheckFailure | None:
+    """Issue 6's 64×8 containment case, A[40, 3] = +Inf and then NaN with B's column 0 zero:
+    rows 0–39 must pass the leading block's checks (``nonfinite_containment``); 2 solves."""
+    for value in (np.inf, np.nan):
+        problem = containment_problem(dtype, seed, value)
+        failure, x = run_candidate(driver, problem)
+        if failure is None and x is not None:
+            failure = check_containment(problem, CONTAINMENT_ENTRY, x)
+        if failure:
+            r, c = CONTAINMENT_ENTRY
+            return _located(failure, f"containment inputs, A[{r}, {c}] = {value}, seed {seed}")
+    return None
+
+
+def check_relations(driver: Any, found: list[Relation]) -> CheckFailure | None:
+    """Solve each distinct problem of the relations once (memory checks and a finite X), then
+    check every relation (``metamorphic_*``), then each output against its own reference."""
+    outputs: dict[int, tuple[Problem, np.ndarray]] = {}
+    for relation in found:
+        for term in relation.terms:
+            if id(term.problem) in outputs:
+                continue
+            failure, x = run_candidate(driver, term.problem)
+            if failure is None and x is not None:
+                failure = check_finite(x, term.problem.shape)
+            if failure:
+                return _located(failure, f"{term.problem.kind} inputs of {relation.check}")
+            assert x is not None  # run_candidate returns a failure whenever nothing ran
+            outputs[id(term.problem)] = (term.problem, x)
+    for relation in found:
+        xs = [outputs[id(term.problem)][1] for term in relation.terms]
+        if failure := check_relation(relation, xs):
+            return _located(failure, f"seed {relation.terms[0].problem.seed}")
+    for problem, x in outputs.values():
+        if failure := check_solution(problem, x):
+            return _located(failure, f"{problem.kind} inputs of the metamorphic relations")
+    return None
+
+
+def relation_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where the metamorphic relations run: the first shape of the largest m and the first
+    ragged one (m ≥ 16, not a multiple of 16), each with n ≥ 2 where the list has such."""
+    wide = [s for s in shapes if s[1] >= 2] or list(shapes)
+    largest = max(wide, key=lambda s: s[0])
+    ragged = next((s for s in wide if s[0] >= 16 and s[0] % 16), None)
+    return [largest] + ([ragged] if ragged and ragged != largest else [])
+
+
 def verify(
     driver: Any, dtype: str, shapes: list[tuple[int, int]], seeds: list[int], growth: bool
 ) -> tuple[CheckFailure | None, list[tuple[int, int]]]:
-    """Check every shape × seed on fresh inputs (plus the growth case for m ≥ 16 if asked), an
-    audit pair per shape with m ≥ 2 (built on the first seed's problem), and issue 6's 4×4 pair.
+    """Check every shape × seed on fresh inputs, an audit pair per shape with m ≥ 2 (built on the
+    first seed's problem), and issue 6's 4×4 pair.
 
-    Returns the first failure (or None) and the shapes that passed every check.
+    ``growth`` (the full verification and the champion's held-out shapes; not the quick check
+    nor the re-check after timing, which stay cheap) adds the inputs of issue 6 part 3, all from
+    the first seed: per shape, the growth case and the trap for m ≥ 16 and the first seed's
+    problem scaled up and down (``scale_invariance``); once, the containment cases
+    (``nonfinite_containment``) and the metamorphic relations at :func:`relation_shapes`
+    (``metamorphic_*``). Extra solves: 2 per shape + 1 per shape with m ≥ 16 + 2 + 6 per
+    relation shape (49 on the 13 verification shapes, 30 on the 6 held-out ones).
+
+    Returns the first failure (or None) and the shapes that passed every per-shape check.
     """
     passed: list[tuple[int, int]] = []
     for m, n in shapes:
         problems = [make_problem(m, n, dtype, s) for s in seeds]
         if growth and m >= 16:
-            problems.append(make_problem(m, n, dtype, seeds[0], kind="growth"))
+            problems += [make_problem(m, n, dtype, seeds[0], kind=k) for k in ("growth", "trap")]
         for problem in problems:
             if failure := solve_checked(driver, problem)[0]:
                 return _located(failure, f"{problem.kind} inputs, seed {problem.seed}"), passed
+        if growth and (failure := check_scaled(driver, problems[0])):
+            return failure, passed
         if m >= 2 and (failure := check_pair(driver, problems[0], audit_partner(problems[0]))):
             return _located(failure, f"audit pair on seed {problems[0].seed}"), passed
         passed.append((m, n))
     if failure := check_pair(driver, *issue_pair(dtype)):
         return _located(failure, "audit pair of issue 6, 4x4"), passed
+    if growth:
+        failure = check_containment_cases(driver, dtype, seeds[0])
+        for m, n in relation_shapes(shapes):
+            failure = failure or check_relations(driver, relations(m, n, dtype, seeds[0]))
+        if failure:
+            return failure, passed
     return None, passed
 
 

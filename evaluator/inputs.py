@@ -10,6 +10,12 @@ check passes a kernel that never computed the small rows; here the per-row crite
 
 The strict upper triangle of A is filled with NaN: TRSM must never read it.
 
+Issue 6 part 3 adds inputs on which a kernel right on the drawn problems can still be wrong
+(each built from a bounded problem, so X stays O(1)): the same problem scaled by a power of two
+far up or down (:func:`scaled_problem`), a "trap" whose rows span a range the next lower
+precision cannot hold (``make_problem(kind="trap")``), and a problem with one non-finite entry
+of A and a zero column of B (:func:`containment_problem`).
+
 Timing draws many bounded problems at once on the device (:func:`bounded_sets` with a
 :class:`CounterRng`), from the same distributions, so every timed call gets inputs of its own.
 """
@@ -49,17 +55,57 @@ def _uniform(rng: Any, shape: tuple[int, ...], complex_: bool) -> Any:
     return rng.uniform(-1, 1, shape)
 
 
+# Exponents e of the exact scalings A = 2^e·A0, B = 2^e·B0 (X unchanged), up and down, per dtype.
+# Chosen so that the scaled problem stays finite and normal in the dtype with room to spare
+# (entries and products a·x down to 2^-20 of the problem's scale stay normal; sums of m products
+# stay below the maximum), while the shortcuts issue 6 found break:
+# - complex64 2^67, 2^-76: |a|^2 of a diagonal entry (magnitude in [1, 2]) is >= 2^134 (float32
+#   overflows past 2^128) or <= 2^-150 (below the smallest float32 subnormal 2^-149), so the
+#   textbook division by |a|^2 gives NaN or 0 (issue 6: NaN at s = 1e20, 0 from the reciprocal).
+# - complex128 2^532, 2^-565: |a|^2 >= 2^1064 (float64 overflows past 2^1024) or <= 2^-1128
+#   (below 2^-1074), as issue 6 found at 1e160 and 1e-170; also far outside float32's range.
+# - float64 2^900, 2^-900: outside float32's range (2^-149 .. 2^128), so a float64 kernel that
+#   computes in float32 gets Inf or 0.
+# - float32 2^100, 2^-100: a square of an entry overflows or underflows (2^200, 2^-200).
+SCALE_EXPONENTS: dict[str, tuple[int, int]] = {
+    "float32": (100, -100),
+    "float64": (900, -900),
+    "complex64": (67, -76),
+    "complex128": (532, -565),
+}
+# Row exponents of the trap (each row of a bounded problem scaled by one of them, A's and B's
+# alike, so X is the bounded X exactly), per dtype. float64/complex128: 2^-135 is subnormal in
+# float32 (at most 15 of its 24 bits kept) and 2^100 leaves float32 7 binades of headroom, a span
+# of 235 binades that no single float32 scaling holds at full precision (a candidate that
+# rescales by one factor first loses >= 12 bits on some rows). A float64 kernel that solves in
+# float32 and refines once in float64 is then ~1e9 times over the float64 bound
+# (tests/test_evaluator_numerics.py measures it), where bounded inputs see it at ~1-3 times.
+# float32/complex64: the same structure one level down, 2^-20 (subnormal in float16) and 2^12.
+TRAP_ROW_EXPONENTS: dict[str, tuple[int, int]] = {
+    "float32": (-20, 12),
+    "float64": (-135, 100),
+    "complex64": (-20, 12),
+    "complex128": (-135, 100),
+}
+_KIND_STREAM = {"bounded": 0, "growth": 1, "trap": 2}
+
+
 def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -> Problem:
-    """A fresh random problem of shape (m, n) in ``dtype``; ``kind`` is bounded or growth.
+    """A fresh random problem of shape (m, n) in ``dtype``; ``kind`` is bounded, growth or trap.
+
+    ``trap``: a bounded problem (drawn from a stream of its own) whose rows are scaled by powers
+    of two, a third each by 2^lo, 1 and 2^hi of ``TRAP_ROW_EXPONENTS[dtype]`` in random order;
+    X is exactly the bounded problem's.
 
     Raises:
-        ValueError: unknown ``kind`` or ``dtype``.
+        ValueError: unknown ``kind``.
+        KeyError: unknown ``dtype``.
     """
-    if kind not in ("bounded", "growth"):
+    if kind not in ("bounded", "growth", "trap"):
         raise ValueError(f"unknown problem kind {kind!r}")
     np_dtype = NUMPY_DTYPES[dtype]
     complex_ = np.issubdtype(np_dtype, np.complexfloating)
-    rng = np.random.default_rng([seed, m, n, 1 if kind == "growth" else 0])
+    rng = np.random.default_rng([seed, m, n, _KIND_STREAM[kind]])
     scale = 1.0 if kind == "growth" else 1.0 / np.sqrt(m)
     a = np.tril(_uniform(rng, (m, m), complex_) * scale, -1)
     magnitude = rng.uniform(0.5, 1.0, m) if kind == "growth" else rng.uniform(1.0, 2.0, m)
@@ -67,7 +113,63 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
     a[np.diag_indices(m)] = magnitude * phase
     a[np.triu_indices(m, 1)] = np.nan
     b = _uniform(rng, (m, n), complex_)
+    if kind == "trap":
+        low, high = TRAP_ROW_EXPONENTS[dtype]
+        rows = rng.permutation(np.resize([low, 0, high], m))[:, None]
+        a, b = _ldexp(a, rows), _ldexp(b, rows)
     return Problem(np.asfortranarray(a, np_dtype), np.asfortranarray(b, np_dtype), kind, seed)
+
+
+def _ldexp(x: np.ndarray, exponent: Any) -> np.ndarray:
+    """x·2^exponent, exact (real and imaginary parts scaled separately; NaN stays NaN)."""
+    if np.iscomplexobj(x):
+        return np.ldexp(x.real, exponent) + 1j * np.ldexp(x.imag, exponent)
+    return np.ldexp(x, exponent)
+
+
+def scaled_problem(problem: Problem, exponent: int) -> Problem:
+    """``problem`` with A and B both multiplied by 2^``exponent``: the same X, exactly.
+
+    kind ``scaled_up`` or ``scaled_down`` by the exponent's sign. The product is exact as long
+    as nothing leaves the dtype's normal range, which ``SCALE_EXPONENTS`` guarantees for the
+    bounded problems it is used on.
+    """
+    np_dtype = problem.b.dtype
+    a = np.asfortranarray(_ldexp(problem.a, exponent), np_dtype)
+    b = np.asfortranarray(_ldexp(problem.b, exponent), np_dtype)
+    return Problem(a, b, "scaled_up" if exponent > 0 else "scaled_down", problem.seed)
+
+
+# The containment case of issue 6: 64×8, B's column 0 all zeros, A[40, 3] non-finite.
+CONTAINMENT_SHAPE = (64, 8)
+CONTAINMENT_ENTRY = (40, 3)
+
+
+def containment_problem(
+    dtype: str,
+    seed: int,
+    value: float = np.inf,
+    shape: tuple[int, int] = CONTAINMENT_SHAPE,
+    entry: tuple[int, int] = CONTAINMENT_ENTRY,
+    zero_columns: tuple[int, ...] = (0,),
+) -> Problem:
+    """A bounded problem with ``zero_columns`` of B set to 0 and A[``entry``] = ``value``
+    (+Inf or NaN), kind ``containment``. Rows of X above ``entry``'s row do not depend on it
+    (``evaluator.checks.containment``); in a zero column x = 0 above it, so Inf·0 = NaN is
+    what a kernel that multiplies instead of skipping spreads there.
+
+    Raises:
+        ValueError: ``entry`` not in the strict lower triangle.
+    """
+    m, n = shape
+    row, col = entry
+    if not 0 <= col < row < m:
+        raise ValueError(f"entry {entry} is not in the strict lower triangle of a {m}x{m} A")
+    base = make_problem(m, n, dtype, seed)
+    a, b = base.a.copy(order="F"), base.b.copy(order="F")
+    a[row, col] = value
+    b[:, list(zero_columns)] = 0
+    return Problem(a, b, "containment", seed)
 
 
 _MASK64 = 2**64 - 1

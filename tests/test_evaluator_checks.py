@@ -15,7 +15,7 @@ from evaluator.checks.accuracy import (
 )
 from evaluator.checks.integrity import check_finite, check_guards
 from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
-from evaluator.inputs import make_problem
+from evaluator.inputs import TRAP_ROW_EXPONENTS, make_problem
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 
@@ -151,3 +151,39 @@ def test_audit_partner_shares_what_a_cheap_key_reads_and_differs_inside(dtype, m
 def test_audit_partner_needs_a_row_inside():
     with pytest.raises(ValueError):
         audit_partner(make_problem(1, 4, "float64", seed=1))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    m=st.integers(16, 64),
+    n=st.integers(1, 64),
+    dtype=st.sampled_from(DTYPES),
+    seed=st.integers(0, 2**16),
+)
+def test_trap_rows_are_bounded_rows_scaled_by_powers_of_two(m, n, dtype, seed):
+    trap = make_problem(m, n, dtype, seed, kind="trap")
+    assert trap.kind == "trap" and trap.a.flags.f_contiguous and trap.b.flags.f_contiguous
+    exponents = np.floor(np.log2(np.abs(np.diag(trap.a)))).astype(int)
+    low, high = TRAP_ROW_EXPONENTS[dtype]
+    for e in (low, 0, high):
+        assert (exponents == e).sum() >= m // 3
+    # Undo the row scaling: a bounded problem, exactly.
+    a = np.ldexp(trap.a.real, -exponents[:, None]) + (
+        1j * np.ldexp(trap.a.imag, -exponents[:, None]) if np.iscomplexobj(trap.a) else 0
+    )
+    diag = np.abs(np.diag(a))
+    assert (diag >= 1 - 1e-6).all() and (diag <= 2 + 1e-6).all()
+    assert (np.abs(np.tril(np.nan_to_num(a), -1)) <= 1 / np.sqrt(m) + 1e-6).all()
+    assert np.isnan(trap.a[np.triu_indices(m, 1)]).all()
+    assert np.isfinite(reference(trap.a, trap.b)[0]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_trap_is_judged_by_the_forward_error_first(dtype):
+    """An output both criteria refuse is named by the residual on drawn inputs and by the
+    forward error on the trap (whose normwise residual its largest rows dominate)."""
+    for kind, first in [("bounded", "scaled_residual"), ("trap", "forward_error")]:
+        problem = make_problem(33, 31, dtype, seed=7, kind=kind)
+        x = reference(problem.a, problem.b)[0] * 1.01
+        failure = check_solution(problem, x.astype(dtype, order="F"))
+        assert failure is not None and failure.check == first

@@ -322,3 +322,148 @@ def test_timed_replays_never_see_the_same_inputs_twice():
     finally:
         baseline.close()
     assert 0 < timing.candidate_us < 1000 and 0 < timing.baseline_us < 1000
+
+
+# -- issue 6 part 3: numerics across the range ----------------------------------------------
+
+LAUNCH_CONFIG = 'extern "C" __global__ void kernevo_launch_config'
+# The complex division the prelude had before issue 6, by |a|^2, as a candidate would write it
+# inside the block (the prelude itself is outside it: the screen refuses edits there).
+TEXTBOOK_DIVISION = _variant(
+    LAUNCH_CONFIG,
+    """__device__ __forceinline__ scalar_t kv_div_textbook(scalar_t b, scalar_t a) {
+  real_t d = a.re * a.re + a.im * a.im;
+  return {(b.re * a.re + b.im * a.im) / d, (b.im * a.re - b.re * a.im) / d};
+}
+"""
+    + LAUNCH_CONFIG,
+).replace("x = kv_div(x, d);", "x = kv_div_textbook(x, d);")
+# The seed before issue 6 updated every row at each step, the solved ones with a_ik = 0.
+MASKING = _variant("if (lane + KV_WARP * s > k) b[c][s] = kv_fms", "b[c][s] = kv_fms")
+# A float64 candidate that solves in float32 and refines once: X0 = solve32(B), then
+# X = X0 + solve32(B - A X0), the residual in float64.
+SOLVE_F32 = """__device__ __forceinline__ void kv_solve_f32(
+    scalar_t (&v)[TRSM_COLS_PER_WARP][KV_ROWS_PER_LANE], const scalar_t* sA,
+    const scalar_t* sDiag, int m, int lane) {
+  for (int k = 0; k < m; ++k) {
+    const float d = (float)sDiag[k];
+    for (int c = 0; c < TRSM_COLS_PER_WARP; ++c) {
+      const float x = (float)kv_shfl(k >= KV_WARP ? v[c][1] : v[c][0], k & (KV_WARP - 1)) / d;
+      if (lane == (k & (KV_WARP - 1))) v[c][k >= KV_WARP ? 1 : 0] = x;
+      for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
+        const int row = lane + KV_WARP * s;
+        if (row > k && row < m) v[c][s] = (float)v[c][s] - (float)sA[k * m + row] * x;
+      }
+    }
+  }
+}
+"""
+REFINE_ONCE = """  scalar_t x0[TRSM_COLS_PER_WARP][KV_ROWS_PER_LANE];
+  for (int c = 0; c < TRSM_COLS_PER_WARP; ++c)
+    for (int s = 0; s < KV_ROWS_PER_LANE; ++s) x0[c][s] = b[c][s];
+  kv_solve_f32(x0, sA, sDiag, m, lane);
+  for (int k = 0; k < m; ++k) {
+    for (int c = 0; c < TRSM_COLS_PER_WARP; ++c) {
+      const scalar_t xk = kv_shfl(k >= KV_WARP ? x0[c][1] : x0[c][0], k & (KV_WARP - 1));
+      for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
+        const int row = lane + KV_WARP * s;
+        if (row >= k && row < m) b[c][s] -= sA[k * m + row] * xk;
+      }
+    }
+  }
+  kv_solve_f32(b, sA, sDiag, m, lane);
+  for (int c = 0; c < TRSM_COLS_PER_WARP; ++c)
+    for (int s = 0; s < KV_ROWS_PER_LANE; ++s) b[c][s] += x0[c][s];
+
+"""
+_SOLVE_START = SEED.index("  KV_UNROLL(TRSM_UNROLL)\n")
+_SOLVE_END = SEED.rindex("#pragma unroll\n  for (int c", 0, SEED.index(STORE))
+REFINED = (SEED[:_SOLVE_START] + REFINE_ONCE + SEED[_SOLVE_END:]).replace(
+    LAUNCH_CONFIG, SOLVE_F32 + LAUNCH_CONFIG, 1
+)
+
+
+def _cubin(source: str, dtype: str) -> bytes:
+    from evaluator.compile import compile_cubin
+
+    spec = get_path("trsm_small")
+    result = compile_cubin(source, spec.compile_options(dtype, "sm_90"), "sm_90")
+    assert result.ok, result.log
+    return result.cubin
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_textbook_complex_division_fails_scale_invariance(evaluators, dtype):
+    """Right on the drawn inputs (it passes the quick check), NaN at A, B scaled by 2^67
+    (complex64) or 2^532 (complex128), where |a|^2 overflows: refused at the first shape."""
+    assert TEXTBOOK_DIVISION.count("kv_div_textbook") == 2
+    assert screen(TEXTBOOK_DIVISION, SEED) is None
+    report = evaluators(dtype).evaluate(TEXTBOOK_DIVISION)
+    assert (report.status, report.failure.check) == ("wrong", "scale_invariance"), report.failure
+    assert report.failure.detail.startswith("non_finite_output on A = s·A0, B = s·B0")
+    assert "[scaled_up inputs, s = 2^" in report.failure.detail
+    assert report.failure.shape == (1, 1) and report.combined_score == 0
+
+
+def test_masking_by_zeros_fails_nonfinite_containment(evaluators):
+    """The old seed's update (0·x into solved rows) passes every finite input and spreads
+    A[40, 3] = +Inf into rows 0-39 of issue 6's 64×8 case."""
+    assert screen(MASKING, SEED) is None
+    report = evaluators("float64").evaluate(MASKING)
+    assert (report.status, report.failure.check) == ("wrong", "nonfinite_containment"), (
+        report.failure
+    )
+    assert report.failure.detail.startswith(
+        "rows 0-39 do not depend on A[40, 3] = inf but fail non_finite_output"
+    )
+    assert "[containment inputs, A[40, 3] = inf" in report.failure.detail
+
+
+def test_solving_in_float32_and_refining_once_fails_the_trap_and_the_scaled_inputs():
+    """In-process, on fixed inputs, for exact assertions (through the pipeline the drawn
+    bounded inputs may catch it first: they put it at ~1-3 times the bound). The trap (rows at
+    2^-135, 1 and 2^100) puts it far outside the forward-error bound, named ``forward_error``;
+    the scaled inputs at 2^±900 leave float32's range, ``scale_invariance``."""
+    from evaluator.gpu_tasks import check_scaled, solve_checked
+    from seeds.trsm_small.driver import TrsmSmallDriver
+
+    assert screen(REFINED, SEED) is None and REFINED.count("kv_solve_f32") == 3
+    driver = TrsmSmallDriver(_cubin(REFINED, "float64"), "float64")
+    for m, n in [(16, 16), (64, 64)]:
+        failure, x = solve_checked(driver, make_problem(m, n, "float64", 1, kind="trap"))
+        assert failure is not None and failure.check == "forward_error", failure
+        assert failure.value > 1e6 * failure.bound
+    failure = check_scaled(driver, make_problem(33, 31, "float64", 2))
+    assert failure is not None and failure.check == "scale_invariance", failure
+    assert "s = 2^900" in failure.detail
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_cublas_passes_the_numerics_checks(dtype):
+    """The reference library against the new checks: scaled inputs, the trap, both containment
+    cases (non-finite exactly in the rows that depend on the entry) and every relation."""
+    import numpy as np
+
+    from evaluator.checks.metamorphic import relations
+    from evaluator.gpu_tasks import (
+        check_containment_cases,
+        check_relations,
+        check_scaled,
+        run_candidate,
+        solve_checked,
+    )
+    from evaluator.inputs import containment_problem
+    from seeds.trsm_small.baseline import CublasTrsm
+
+    baseline = CublasTrsm(dtype)
+    try:
+        for m, n in [(1, 1), (33, 31), (64, 63)]:
+            assert check_scaled(baseline, make_problem(m, n, dtype, 21)) is None
+            assert check_relations(baseline, relations(m, n, dtype, 21)) is None
+        assert solve_checked(baseline, make_problem(64, 64, dtype, 21, kind="trap"))[0] is None
+        assert check_containment_cases(baseline, dtype, 21) is None
+        failure, x = run_candidate(baseline, containment_problem(dtype, 21))
+        assert failure is None and np.isfinite(x[:40]).all()
+        assert not np.isfinite(x[40:, 0]).any()
+    finally:
+        baseline.close()

@@ -68,15 +68,21 @@ def check_residual(a: np.ndarray, b: np.ndarray, x_hat: np.ndarray) -> CheckFail
     return None
 
 
+def forward_bound(a: np.ndarray, growth: np.ndarray) -> np.ndarray:
+    """Criterion 2's bound per row: 4·γ_{m+2}·max_j (|A⁻¹|·|A|·|X|)_ij, a float64 vector of
+    length m, for ``a`` (m×m, the candidate's dtype) and ``growth`` from :func:`reference`."""
+    m = a.shape[0]
+    u = unit_roundoff(a.dtype)
+    gamma = (m + 2) * u / (1 - (m + 2) * u)
+    return FORWARD_SAFETY * gamma * growth.max(axis=1)
+
+
 def check_forward_error(
     a: np.ndarray, x_hat: np.ndarray, x_ref: np.ndarray, growth: np.ndarray
 ) -> CheckFailure | None:
     """Criterion 2 on the worst row, reported as relative error against its relative bound."""
-    m = a.shape[0]
-    u = unit_roundoff(a.dtype)
-    gamma = (m + 2) * u / (1 - (m + 2) * u)
     err = np.abs(x_hat.astype(x_ref.dtype) - x_ref).max(axis=1)
-    bound = FORWARD_SAFETY * gamma * growth.max(axis=1)
+    bound = forward_bound(a, growth)
     scale = np.abs(x_ref).max(axis=1)
     scale = np.where(scale > 0, scale, 1.0)
     excess = err / bound
@@ -95,10 +101,18 @@ def check_forward_error(
 
 def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
     """Every numerical check on one output X (m×n, Fortran order) of ``problem``: finite, then
-    the scaled residual, then the per-row forward error against the problem's own reference."""
+    the scaled residual, then the per-row forward error against the problem's own reference.
+
+    On the trap (kind ``trap``, ``evaluator.inputs``) the forward error comes before the
+    residual: its rows span 2^235, so the normwise residual is dominated by the largest rows
+    and sees a float64 kernel that solves in float32 and refines once at 0-12 times its
+    threshold (below it in some columns and seeds) while the forward error is ~1e9 times over
+    its bound: the failure names the check that measures the fault.
+    """
     m, n = problem.shape
-    failure = check_finite(x, (m, n)) or check_residual(problem.a, problem.b, x)
-    if failure:
+    if failure := check_finite(x, (m, n)):
         return failure
     x_ref, growth = reference(problem.a, problem.b)
-    return check_forward_error(problem.a, x, x_ref, growth)
+    residual = check_residual(problem.a, problem.b, x)
+    forward = check_forward_error(problem.a, x, x_ref, growth)
+    return (forward or residual) if problem.kind == "trap" else (residual or forward)

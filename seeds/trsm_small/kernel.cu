@@ -51,13 +51,27 @@ __device__ __forceinline__ scalar_t kv_mul(scalar_t a, scalar_t b) {
 __device__ __forceinline__ scalar_t kv_fms(scalar_t acc, scalar_t a, scalar_t x) {
   return {acc.re - a.re * x.re + a.im * x.im, acc.im - a.re * x.im - a.im * x.re};
 }
+// Division and reciprocal scaled by the larger of |re|, |im| (Smith's method: R. L. Smith,
+// "Algorithm 116: Complex division", CACM 5(8), 1962; LAPACK's xLADIV refines it). The textbook
+// form divides by |a|^2, which overflows for |a| above sqrt(max) (1.8e19 in float32, 1.3e154 in
+// float64) and underflows below sqrt(min normal): X = NaN or 0 where X is O(1). Here no
+// intermediate leaves the range of a, b and b / a, and a power-of-two scaling of a and b
+// scales every intermediate exactly.
 __device__ __forceinline__ scalar_t kv_recip(scalar_t a) {
-  real_t d = a.re * a.re + a.im * a.im;
-  return {a.re / d, -a.im / d};
+  if (fabs(a.re) >= fabs(a.im)) {
+    const real_t r = a.im / a.re, t = real_t(1) / (a.re + a.im * r);
+    return {t, -r * t};
+  }
+  const real_t r = a.re / a.im, t = real_t(1) / (a.im + a.re * r);
+  return {r * t, -t};
 }
 __device__ __forceinline__ scalar_t kv_div(scalar_t b, scalar_t a) {
-  real_t d = a.re * a.re + a.im * a.im;
-  return {(b.re * a.re + b.im * a.im) / d, (b.im * a.re - b.re * a.im) / d};
+  if (fabs(a.re) >= fabs(a.im)) {
+    const real_t r = a.im / a.re, t = real_t(1) / (a.re + a.im * r);
+    return {(b.re + b.im * r) * t, (b.im - b.re * r) * t};
+  }
+  const real_t r = a.re / a.im, t = real_t(1) / (a.im + a.re * r);
+  return {(b.re * r + b.im) * t, (b.im * r - b.re) * t};
 }
 __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
   return {__shfl_sync(0xffffffffu, v.re, lane), __shfl_sync(0xffffffffu, v.im, lane)};
@@ -161,8 +175,12 @@ trsm_small_kernel(const scalar_t* __restrict__ A, scalar_t* __restrict__ B, int 
       if (lane == owner) {
         if (high) b[c][1] = x; else b[c][0] = x;
       }
+      // Only rows below k: a solved row is final, and 0 * x would turn it into NaN wherever x is
+      // not finite (a non-finite entry of A must not reach rows that do not depend on it).
 #pragma unroll
-      for (int s = 0; s < KV_ROWS_PER_LANE; ++s) b[c][s] = kv_fms(b[c][s], a_k[s], x);
+      for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
+        if (lane + KV_WARP * s > k) b[c][s] = kv_fms(b[c][s], a_k[s], x);
+      }
     }
   }
 
