@@ -80,8 +80,14 @@ def _sanitize(evaluator: Evaluator, cubin: bytes, report: ChampionReport) -> Che
     return None
 
 
-def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> ChampionReport:
+def verify_champion(
+    source: str, path_id: str, dtype: str, gpu_index: int, rival_cubin: bytes | None = None
+) -> ChampionReport:
     """Full evaluation plus the champion-only checks; ``status == "ok"`` means fully verified.
+
+    ``rival_cubin`` (the current champion's cubin, when there is one) is timed in the same
+    rounds as the candidate, so the report's ``rival_timings`` say whether the candidate is
+    faster than the champion beyond this evaluation's noise floor (``evaluator.timing``).
 
     ``source`` is the stored program text, verified as it is: it is canonical because the
     evaluator refused it otherwise (``non_canonical_text``), and normalizing it here would
@@ -92,7 +98,9 @@ def verify_champion(source: str, path_id: str, dtype: str, gpu_index: int) -> Ch
     """
     evaluator = Evaluator(path_id, dtype, gpu_index)
     try:
-        evaluated, cubin = evaluator.evaluate_with_cubin(source)
+        evaluated, cubin = evaluator.stage1(source)
+        if evaluated.passed:
+            evaluated = evaluator.stage2(evaluated, cubin, rival_cubin)
         report = ChampionReport.of(evaluated)
         report.nvidia_driver_version = nvidia_driver_version() or ""
         if not report.passed:

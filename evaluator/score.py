@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from evaluator.report import ShapeTiming
+from evaluator.report import RivalTiming, ShapeTiming
 
 
 def credited_speedup(timing: ShapeTiming) -> float:
@@ -42,3 +42,19 @@ def score_interval(timings: list[ShapeTiming]) -> tuple[float, float]:
         _geometric_mean([t.speedup_low for t in timings]),
         _geometric_mean([t.speedup_high for t in timings]),
     )
+
+
+def credited_rival_speedup(timing: RivalTiming) -> float:
+    """What one shape says about the candidate against a rival timed in the same rounds: its
+    speedup when the whole 95 % interval lies beyond the candidate's noise floor (faster:
+    ``speedup_low > 1 + noise_floor``; slower: ``speedup_high < 1 / (1 + noise_floor)``), else
+    1.0, the rule :func:`credited_speedup` applies against the baseline."""
+    slower = timing.speedup_high * (1 + timing.noise_floor) < 1
+    return timing.speedup if timing.faster or slower else 1.0
+
+
+def beats_rival(timings: list[RivalTiming]) -> bool:
+    """True when the candidate is faster than the rival beyond noise: the geometric mean of
+    :func:`credited_rival_speedup` over the shapes is above 1 (so at least one shape is faster
+    beyond the noise floor, and the shapes faster outweigh those slower); False for no timings."""
+    return bool(timings) and _geometric_mean([credited_rival_speedup(t) for t in timings]) > 1.0

@@ -26,6 +26,7 @@ from sqlalchemy import Engine, select
 # The store enforces the threshold (db.repository.promote_champion); the runner imports it from
 # here to skip verifying a program that could not be promoted anyway.
 from db.repository import MIN_CHAMPION_SCORE as MIN_CHAMPION_SCORE
+from evaluator.score import beats_rival
 from evolver.settings import EvolverSettings
 from kernevo.certificate import certificate_sha256
 from kernevo.keys import SigningKey, generate_key_pair, load_signing_key
@@ -80,13 +81,14 @@ def promote_best(
             s, path=spec.path_id, dtype=dtype, gpu_key=gpu_key, shape_bucket=spec.shape_bucket
         )
         same = current is not None and current.program.source_sha256 == sha256_hex(source)
+        rival_cubin = bytes(current.cubin) if current is not None else None
     if same:
         # The same kernel under another program id (a migrant copy, or a child whose diff
         # undid itself): verifying it again would only re-measure the champion.
         return PromotionOutcome(False, f"champion kept: program {uid} is the champion's kernel")
 
     key = signing_key if signing_key is not None else configured_signing_key()
-    report = verify_champion(source, spec.path_id, dtype, gpu_index)
+    report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin)
     data = json.loads(report.to_json())
     ok = report.status == "ok"
     gpu = report.gpu
@@ -112,6 +114,21 @@ def promote_best(
     if not ok:
         detail = report.failure.describe() if report.failure else report.status
         return PromotionOutcome(False, f"champion verification failed: {report.status}: {detail}")
+    if rival_cubin is not None and not beats_rival(report.rival_timings):
+        # Timed against the champion in the same rounds, the candidate is not faster beyond
+        # this evaluation's noise floor: scores from two evaluations differ by more than that
+        # (issue 6: one kernel read 2.26 and 2.43 us at 16x16 in two evaluations).
+        shapes = ", ".join(
+            f"{t.m}x{t.n} {t.speedup:.3f}x [{t.speedup_low:.3f}, {t.speedup_high:.3f}], "
+            f"floor {t.noise_floor:.3f}"
+            for t in report.rival_timings
+        )
+        return PromotionOutcome(
+            False,
+            "champion kept: beats_champion: not faster than the champion beyond noise when "
+            f"timed in the same rounds ({shapes or 'no comparison measured'})",
+            report.combined_score,
+        )
 
     with session_scope(engine) as s:
         current = repository.best_champion(

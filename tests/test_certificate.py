@@ -25,7 +25,7 @@ from db.models import Program
 from db.session import make_engine
 from evaluator.certificate import PIPELINE_CHECKS, build_certificate
 from evaluator.champion import ChampionReport
-from evaluator.report import CompileInfo, EvaluationReport, GpuInfo, ShapeTiming
+from evaluator.report import CompileInfo, EvaluationReport, GpuInfo, RivalTiming, ShapeTiming
 from evolver.champion import promote_best
 from kernevo.certificate import (
     Certificate,
@@ -44,8 +44,10 @@ BEST = {"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": 64, "n": 64
 
 
 def _report(*_: Any) -> ChampionReport:
-    """A verify_champion report of a kernel that passed everything (the promotion's fake)."""
+    """A verify_champion report of a kernel that passed everything (the promotion's fake), well
+    faster than any champion it was timed against."""
     return ChampionReport(
+        rival_timings=[RivalTiming("champion", 64, 64, 4.0, 2.0, 2.0, 1.9, 2.1, 0.02, True)],
         path_id=SPEC.path_id,
         dtype="float64",
         status="ok",

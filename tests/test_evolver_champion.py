@@ -15,6 +15,7 @@ import evaluator.champion
 import evaluator.compile
 from db.models import Champion, ChampionPromotion, Program
 from db.session import make_engine
+from evaluator.report import RivalTiming
 from evolver.champion import promote_best
 from kernevo.client import ChampionKey, parse_champion
 from kernevo.keys import PRIVATE_KEY_FILE, KeyFileError, generate_key_pair, load_signing_key
@@ -49,12 +50,20 @@ def test_the_champions_own_kernel_is_not_verified_again(seeded, fresh_database_u
 CHILD_CUBIN = b"\x7fELF the child's verified cubin"
 
 
-def _verified_report(source, path_id, dtype, gpu_index):
-    """What evaluator.champion.verify_champion returns for a kernel that passed everything."""
+def _against_champion(speedup: float, low: float, high: float) -> list[RivalTiming]:
+    """The candidate timed against the champion in the same rounds, one timed shape."""
+    faster = low > 1.02
+    return [RivalTiming("champion", 64, 64, 8.0 * speedup, 8.0, speedup, low, high, 0.02, faster)]
+
+
+def _verified_report(source, path_id, dtype, gpu_index, rival_cubin=None):
+    """What evaluator.champion.verify_champion returns for a kernel that passed everything,
+    clearly faster than the champion when there is one to time it against."""
     from evaluator.champion import ChampionReport
     from evaluator.report import CompileInfo, GpuInfo
 
     return ChampionReport(
+        rival_timings=_against_champion(1.5, 1.4, 1.6) if rival_cubin is not None else [],
         path_id=path_id,
         dtype=dtype,
         status="ok",
@@ -175,3 +184,35 @@ def test_an_unusable_signing_key_stops_promotion_before_verification(
         champion_program = conn.scalar(select(Champion.program_id))
     engine.dispose()
     assert champion_program == seeded.grandchild_id  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("speedup", "low", "high"),
+    [(1.0, 0.99, 1.01), (1.03, 1.01, 1.05), (0.8, 0.78, 0.82)],
+    ids=["same", "within-noise", "slower"],
+)
+def test_a_candidate_not_faster_than_the_champion_beyond_noise_is_not_promoted(
+    seeded, fresh_database_url, verified_child, monkeypatch, speedup, low, high
+):
+    """Timed against the champion in the same rounds (issue 6: two evaluations of one kernel
+    differ by 7 %), a candidate whose speedup interval does not clear the noise floor (0.02)
+    keeps the champion, whatever its own score says (3.0 here, above the champion's)."""
+    seen: list[bytes | None] = []
+
+    def report(source, path_id, dtype, gpu_index, rival_cubin=None):
+        seen.append(rival_cubin)
+        made = _verified_report(source, path_id, dtype, gpu_index)
+        made.rival_timings = _against_champion(speedup, low, high)
+        return made
+
+    monkeypatch.setattr(evaluator.champion, "verify_champion", report)
+    engine = make_engine(fresh_database_url)
+    outcome = _promote_child(engine, seeded)
+    with engine.connect() as conn:
+        champion = conn.execute(select(Champion.program_id, Champion.cubin)).one()
+    engine.dispose()
+
+    assert not outcome.promoted
+    assert outcome.reason.startswith("champion kept: beats_champion: not faster than the champion")
+    assert champion.program_id == seeded.grandchild_id  # unchanged
+    assert seen == [bytes(champion.cubin)]  # the champion's own cubin was the rival
