@@ -28,7 +28,7 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, EvaluationReport, RivalTiming, ShapeTiming
-from evaluator.score import combined_score, credited_speedup, score_interval
+from evaluator.score import beats_rival, combined_score, credited_speedup, score_interval
 
 CALLS, COPY_US = 32, 20.0
 
@@ -333,3 +333,23 @@ def test_stage2_scores_with_the_noise_rule_and_sends_the_rival_cubin():
     assert worker.tasks[0]["rival_cubin"] == b"champ" and worker.tasks[0]["cubin"] == b"cand"
     evaluator.stage2(EvaluationReport("trsm_small", "float64"), b"cand")
     assert "rival_cubin" not in worker.tasks[1]
+
+
+def _rival(speedup: float, low: float, high: float, floor: float = 0.02) -> RivalTiming:
+    return RivalTiming("champion", 64, 64, 2.0 * speedup, 2.0, speedup, low, high, floor,
+                       low > 1 + floor)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("timings", "beats"),
+    [
+        ([], False),  # nothing measured: never a win
+        ([_rival(1.10, 1.06, 1.14)], True),
+        ([_rival(1.01, 0.99, 1.03)], False),  # within noise
+        ([_rival(1.10, 1.06, 1.14), _rival(1.0, 0.99, 1.01)], True),  # a win, a tie
+        ([_rival(1.10, 1.06, 1.14), _rival(0.80, 0.78, 0.82)], False),  # the loss outweighs it
+        ([_rival(1.03, 1.01, 1.05, floor=0.05)], False),  # clear of 1, not of the floor
+    ],
+)
+def test_beats_rival_needs_a_win_beyond_noise_that_outweighs_any_loss(timings, beats):
+    assert beats_rival(timings) is beats
