@@ -23,7 +23,7 @@ from evaluator.checks.integrity import (
     digest,
     guard_pattern,
 )
-from evaluator.checks.metamorphic import Relation, check_relation, relations
+from evaluator.checks.metamorphic import check_relation, relations
 from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
 from evaluator.checks.scaling import check_scale_invariance
 from evaluator.inputs import (
@@ -158,9 +158,14 @@ def check_containment_cases(driver: Any, dtype: str, seed: int) -> CheckFailure 
     return None
 
 
-def check_relations(driver: Any, found: list[Relation]) -> CheckFailure | None:
-    """Solve each distinct problem of the relations once (memory checks and a finite X), then
-    check every relation (``metamorphic_*``), then each output against its own reference."""
+def check_relations(
+    driver: Any, dtype: str, shape: tuple[int, int], seed: int
+) -> CheckFailure | None:
+    """The metamorphic relations at ``shape`` drawn from ``seed`` (``checks.metamorphic``): each
+    distinct problem solved once (memory checks and a finite X), then every relation
+    (``metamorphic_*``), then each output against its own reference; 6 solves (5 for n = 1)."""
+    found = relations(*shape, dtype, seed)
+    where = f"inputs of the metamorphic relations, seed {seed}"
     outputs: dict[int, tuple[Problem, np.ndarray]] = {}
     for relation in found:
         for term in relation.terms:
@@ -170,16 +175,16 @@ def check_relations(driver: Any, found: list[Relation]) -> CheckFailure | None:
             if failure is None and x is not None:
                 failure = check_finite(x, term.problem.shape)
             if failure:
-                return _located(failure, f"{term.problem.kind} inputs of {relation.check}")
+                return _located(failure, f"{term.problem.kind} {where}")
             assert x is not None  # run_candidate returns a failure whenever nothing ran
             outputs[id(term.problem)] = (term.problem, x)
     for relation in found:
         xs = [outputs[id(term.problem)][1] for term in relation.terms]
         if failure := check_relation(relation, xs):
-            return _located(failure, f"seed {relation.terms[0].problem.seed}")
+            return _located(failure, where)
     for problem, x in outputs.values():
         if failure := check_solution(problem, x):
-            return _located(failure, f"{problem.kind} inputs of the metamorphic relations")
+            return _located(failure, f"{problem.kind} {where}")
     return None
 
 
@@ -226,7 +231,7 @@ def verify(
     if growth:
         failure = check_containment_cases(driver, dtype, seeds[0])
         for m, n in relation_shapes(shapes):
-            failure = failure or check_relations(driver, relations(m, n, dtype, seeds[0]))
+            failure = failure or check_relations(driver, dtype, (m, n), seeds[0])
         if failure:
             return failure, passed
     return None, passed
