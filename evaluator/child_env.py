@@ -31,6 +31,10 @@ ALLOWED_NAMES = frozenset(
         "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUPY_CACHE_DIR",
     }
 )  # fmt: skip
+# Set for the child whatever the parent has: its host work is many NumPy/SciPy reference solves of
+# at most 64x64, where BLAS thread pools cost more than they save (issue 6's verification of the
+# seed on the H200's 16 cores: complex64 1.82 s with OpenBLAS's default threads, 0.10 s with 1).
+WORKER_SETTINGS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # Never passed on, even under an allowed name (a credential parked in a variable we allow).
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
@@ -61,11 +65,12 @@ def _clear_c_environ() -> None:
 
 @contextmanager
 def allow_listed_environ() -> Iterator[None]:
-    """Inside the block ``os.environ`` holds only :func:`allowed_environment`; a process
-    spawned there starts with that environment. Restored afterwards, also on error."""
+    """Inside the block ``os.environ`` holds only :func:`allowed_environment` and
+    :data:`WORKER_SETTINGS`; a process spawned there starts with that environment. Restored
+    afterwards, also on error."""
     with _SWAP_LOCK:
         saved = dict(os.environ)
-        allowed = allowed_environment(saved)
+        allowed = allowed_environment(saved) | WORKER_SETTINGS
         os.environ.clear()
         _clear_c_environ()
         os.environ.update(allowed)

@@ -69,9 +69,9 @@ def _variant(old: str, new: str) -> str:
         ),
         # Uses the upper triangle (NaN in every test input) instead of ignoring it.
         (
-            _variant("if (r >= c) sA[c * m + r]", "sA[c * m + r]").replace(
-                "(row > k && row < m) ? sA", "(row != k && row < m) ? sA"
-            ),
+            _variant("if (r >= c) sA[c * m + r]", "sA[c * m + r]")
+            .replace("(row > k && row < m) ? sA", "(row != k && row < m) ? sA")
+            .replace("if (lane + KV_WARP * s > k) b[c][s] = kv_fms", "b[c][s] = kv_fms"),
             "wrong",
             "non_finite_output",
         ),

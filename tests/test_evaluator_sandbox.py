@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 from evaluator import compile_sandbox
-from evaluator.child_env import ALLOWED_NAMES, allow_listed_environ, allowed_environment
+from evaluator.child_env import (
+    ALLOWED_NAMES,
+    WORKER_SETTINGS,
+    allow_listed_environ,
+    allowed_environment,
+)
 from evaluator.compile import compile_cubin
 from evaluator.compile_sandbox import CompilerProcess
 from evaluator.pipeline import Evaluator
@@ -188,7 +193,7 @@ def test_gpu_worker_child_starts_with_the_allow_list_only(monkeypatch):
         environ = _environ_of(pid)
         assert MARKER_VALUE.encode() not in environ and MARKER_NAME.encode() not in environ
         names = {e.split(b"=", 1)[0].decode() for e in environ.split(b"\0") if e}
-        assert names <= ALLOWED_NAMES and "PATH" in names
+        assert names <= ALLOWED_NAMES | set(WORKER_SETTINGS) and "PATH" in names
     finally:
         worker.stop()
     assert os.environ[MARKER_NAME] == MARKER_VALUE  # the parent's environment is back
@@ -214,5 +219,6 @@ def test_environment_swap_is_restored_after_an_error(monkeypatch):
     monkeypatch.setenv(MARKER_NAME, MARKER_VALUE)
     with pytest.raises(RuntimeError), allow_listed_environ():
         assert MARKER_NAME not in os.environ
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "1"  # tiny reference solves: one thread
         raise RuntimeError("spawn failed")
     assert os.environ[MARKER_NAME] == MARKER_VALUE
