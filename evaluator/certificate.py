@@ -9,11 +9,11 @@ and the scales that were checked.
 
 The timing fields come from ``ShapeTiming`` (``candidate_again_us``, ``noise_floor``,
 ``speedup_low``, ``speedup_high``, ``faster_than_baseline``, ``plausibility_floor_us``; 0 or
-False in reports from before they were measured, which the certificate states as null). Two
-fields are read with defaults because the report does not carry them yet:
-``EvaluationReport.checks_run`` (names of checks the pipeline ran beyond
-:data:`PIPELINE_CHECKS`, e.g. ``scale_invariance``) and ``input_scales`` (the factors s of the
-scaled inputs A = s·A0, B = s·B0 that were checked).
+False in reports from before they were measured, which the certificate states as null). The
+report's ``checks_run`` names the checks the full verification ran beyond
+:data:`PIPELINE_CHECKS` (issue 6's ``scale_invariance``, ``nonfinite_containment``,
+``metamorphic_*``: ``evaluator.pipeline.NUMERIC_CHECKS``) and ``input_scales`` the factors s of
+the scaled inputs A = s·A0, B = s·B0 that were checked.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def checks_passed(report: ChampionReport) -> list[str]:
     every timed shape was timed twice with a noise floor; ``plausibility`` when every timed
     shape has a plausibility floor (a report that passed was above it); ``memcheck_before_best``
     when the job's memcheck ran (``phase_seconds["memcheck"]``); then the champion checks."""
-    names = [*PIPELINE_CHECKS, *getattr(report, "checks_run", ())]
+    names = [*PIPELINE_CHECKS, *report.checks_run]
     timings = report.timings
     if timings and all(_noise_measured(t) for t in timings):
         names.append("noise_floor")
@@ -87,7 +87,7 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
     assert report.gpu is not None
     gpu = report.gpu
     envelope = f"m <= {spec.envelope['m_max']}, n <= {spec.envelope['n_max']}"
-    scales = [float(s) for s in getattr(report, "input_scales", ())]
+    scales = [float(s) for s in report.input_scales]
     if "scale_invariance" in checks and scales:
         scaled = "magnitudes other than those distributions scaled by " + ", ".join(
             f"{s:g}" for s in scales
@@ -137,7 +137,7 @@ def build_certificate(report: EvaluationReport, spec: PathSpec) -> Certificate:
     checks = checks_passed(report)
     timings = [timing_summary(t) for t in report.timings]
     floors = [t.noise_floor for t in timings if t.noise_floor is not None]
-    scales = getattr(report, "input_scales", ()) if "scale_invariance" in checks else ()
+    scales = report.input_scales if "scale_invariance" in checks else ()
     return Certificate(
         checks_passed=checks,
         input_seeds=list(report.input_seeds),

@@ -174,6 +174,11 @@ class EvaluationReport:
     input_seeds: list[int] = field(default_factory=list)
     # Seeds of the held-out inputs a champion verification drew (evaluator.champion); empty else.
     held_out_seeds: list[int] = field(default_factory=list)
+    # Checks of issue 6 part 3 the full verification ran and the candidate passed
+    # (evaluator.gpu_tasks.verify with growth: scale_invariance, nonfinite_containment,
+    # metamorphic_*), and the factors s of its scaled inputs (evaluator.inputs.SCALE_EXPONENTS).
+    checks_run: list[str] = field(default_factory=list)
+    input_scales: list[float] = field(default_factory=list)
 
     def fail(self, status: str, failure: CheckFailure) -> EvaluationReport:
         """Mark this report failed (score 0) with ``status`` and its first failing check."""
