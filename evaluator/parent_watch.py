@@ -20,7 +20,11 @@ started it. Two mechanisms, because each has a gap:
 
 The parent may already be gone when the child starts; that is checked after arming, so there is
 no window in which a death goes unseen. A tool run under ``subprocess`` from a thread that waits
-for it (compute-sanitizer, ncu) can take :func:`arm_pdeathsig` as its ``preexec_fn``.
+for it (compute-sanitizer, ncu) can take :func:`arm_pdeathsig` as its ``preexec_fn``; the
+target such a tool starts is not its child but a grandchild under the tool's own launcher
+(compute-sanitizer's ``TreeLauncherSubreaper`` outlives a killed compute-sanitizer, and so did
+its target, seen on the H200), so the target watches the evaluating process itself
+(:func:`die_with_process`).
 """
 
 from __future__ import annotations
@@ -75,6 +79,38 @@ def _watch(parent_pid: int, poll_s: float) -> None:
     while os.getppid() == parent_pid:
         time.sleep(poll_s)
     _kill_self()
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None when the process
+    is gone or a zombie: a pid the kernel hands out again has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the name in parentheses may hold blanks
+    return None if fields[0] == "Z" else fields[19]
+
+
+def _watch_process(pid: int, started: str, poll_s: float) -> None:
+    while _start_time(pid) == started:
+        time.sleep(poll_s)
+    _kill_self()
+
+
+def die_with_process(pid: int, *, poll_s: float = POLL_S) -> None:
+    """Make this process end (SIGKILL) when process ``pid`` ends: it exits, becomes a zombie,
+    or its pid is reused. For a process started through a tool's launcher, whose parent is not
+    the process it serves. Linux only (``/proc``); does not return when ``pid`` is already gone.
+    """
+    started = _start_time(pid)
+    if started is None:
+        _kill_self()
+    name = f"kernevo-process-watch-{pid}"
+    threading.Thread(
+        target=_watch_process, args=(pid, started, poll_s), name=name, daemon=True
+    ).start()
 
 
 def die_with_parent(

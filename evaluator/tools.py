@@ -3,6 +3,7 @@ reading the versions a certificate records (compute-sanitizer's, the NVIDIA driv
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -50,7 +51,7 @@ def run_candidate_under(
         argv = [
             *tool_argv, sys.executable, "-m", "evaluator.run_once", "--cubin", str(cubin_path),
             "--path", path_id, "--dtype", dtype, "--m", str(shape[0]), "--n", str(shape[1]),
-            "--repeat", str(repeat),
+            "--repeat", str(repeat), "--watch-pid", str(os.getpid()),
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
         env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}

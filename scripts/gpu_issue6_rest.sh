@@ -3,7 +3,8 @@
 # job best, noise floor and plausibility, red-team corpus, certificate v2), after
 # `. scripts/device_env.sh`, in two calls that each fit the device's 10-minute limit:
 #   bash scripts/gpu_issue6_rest.sh tests   every GPU test; the red-team corpus's table
-#   bash scripts/gpu_issue6_rest.sh jobs    the seed and the re-derived best kernels against
+#   bash scripts/gpu_issue6_rest.sh jobs    the tests the first call failed, after their fixes;
+#                                           the seed and the re-derived best kernels against
 #                                           cuBLAS; 20-iteration jobs from the new seed (cost
 #                                           per candidate, a champion, its certificate through
 #                                           the API and `kernevo best`)
@@ -26,6 +27,12 @@ tests)
   timeout 150 python3 scripts/redteam_table.py "$out/redteam.md" 2>&1 | tail -30
   ;;
 jobs)
+  # The three GPU tests the first call failed, after their fixes.
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu \
+    "tests/test_evaluator_gpu.py::test_kernel_that_skips_work_only_while_timed_is_caught" \
+    "tests/test_evaluator_gpu.py::test_timed_replays_never_see_the_same_inputs_twice" \
+    "tests/test_process_lifecycle.py::test_kill_9_of_the_evolve_process_alone_leaves_no_gpu_worker" \
+    2>&1 | tee "$out/pytest_gpu_rerun.log" | tail -3
   for dtype in float64 complex128; do
     patch -s -o "/tmp/best_$dtype.cu" seeds/trsm_small/kernel.cu \
       "docs/results/2026-11-30_best_$dtype.diff"

@@ -147,12 +147,13 @@ CHEAT_WHEN_TIMED = (
         "const int tid = warp * KV_WARP + lane;\n"
         "  if (tid == 0 && blockIdx.x == 0) atomicAdd(&kv_calls, 1u);",
     )
-    .replace(STORE, "if (*(volatile unsigned int*)&kv_calls > 80) return; " + STORE)
+    .replace(STORE, "if (*(volatile unsigned int*)&kv_calls > 300) return; " + STORE)
 )
 
 
 def test_kernel_that_skips_work_only_while_timed_is_caught(evaluators, monkeypatch):
-    """Correct for its first 80 launches (all of verification), then it stops storing X. Its
+    """Correct for its first 300 launches (all of verification: about 130 launches since issue
+    6's scaled, trap, containment and metamorphic inputs), then it stops storing X. Its
     launch counter is a ``__device__`` global, which the contract refuses on the cubin before
     anything runs; with that check off, the timed-output checks still catch it (a second line
     of defence for what a kernel could learn without global state, e.g. from the clock)."""

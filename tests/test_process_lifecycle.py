@@ -290,6 +290,51 @@ def test_pdeathsig_kills_a_child_when_its_creating_thread_ends() -> None:
         _stop(parent, child)
 
 
+# A watched process ("job") starts a launcher that starts the target and then lingers, as
+# compute-sanitizer's TreeLauncherSubreaper did on the H200 after its compute-sanitizer was
+# killed: the target's parent lives on, only the job is gone.
+_LAUNCHER = """
+import subprocess, sys, time
+target = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+print(target.pid, flush=True)
+time.sleep(120)
+"""
+_TARGET = """
+import sys, time
+from evaluator.parent_watch import die_with_process
+die_with_process(int(sys.argv[1]))
+time.sleep(120)
+"""
+_JOB = """
+import subprocess, sys, time
+launcher = subprocess.Popen(
+    [sys.executable, "-c", sys.argv[1], sys.argv[2], str(__import__("os").getpid())],
+    stdout=subprocess.PIPE, text=True, start_new_session=True,
+)
+print(launcher.pid, launcher.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_target_under_a_lingering_launcher_dies_with_the_process_it_serves() -> None:
+    """``run_once --watch-pid``: the launcher (its parent) outlives the job; the target still
+    ends within the deadline, and the launcher is the only survivor."""
+    job = subprocess.Popen(
+        [sys.executable, "-c", _JOB, _LAUNCHER, _TARGET], stdout=subprocess.PIPE, text=True
+    )
+    launcher_pid, target_pid = (int(x) for x in job.stdout.readline().split())  # type: ignore[union-attr]
+    launcher, target = _proc(launcher_pid), _proc(target_pid)
+    try:
+        time.sleep(1.0)
+        assert _alive(target), "the target died while the job it serves lives"
+        job.kill()
+        job.wait(10)
+        assert _survivors([target], DEADLINE_S) == []
+        assert _alive(launcher)  # the parent lived on: only the watch ended the target
+    finally:
+        _kill_all([launcher, target])
+
+
 def test_a_child_whose_parent_already_died_ends_at_once() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, str(2**22 + 7), "0"],  # not its parent: already gone
