@@ -3,7 +3,9 @@
     python -m evaluator.bench --path trsm_small --dtype float64 complex128 [--source FILE]
 
 Each row is graph-replayed device µs per call (median ± IQR), candidate and cuBLAS interleaved in
-one process, plus single-call latency; the seed kernel is used when no source is given.
+one process, the speedup's 95 % interval, the noise floor (the candidate against a second graph
+of itself), the verdict against cuBLAS and the plausibility floor (evaluator/noise.py), plus
+single-call latency; the seed kernel is used when no source is given.
 
 Bad arguments (unknown path or dtype, a source file that is missing, not UTF-8 or too large, a
 device index out of range, a --json folder that does not exist) are one line on stderr and exit
@@ -38,14 +40,17 @@ def format_rows(label: str, report: EvaluationReport) -> list[str]:
         f"| {label} | {report.dtype} | {t.m}×{t.n} "
         f"| {t.baseline_us:.2f} ± {t.baseline_spread_us:.2f} "
         f"| {t.candidate_us:.2f} ± {t.candidate_spread_us:.2f} | {t.speedup:.2f}× "
+        f"| {t.speedup_low:.2f}–{t.speedup_high:.2f} | {100 * t.noise_floor:.1f} % "
+        f"| {t.verdict()} | {t.plausibility_floor_us:.2f} "
         f"| {t.baseline_single_call_us:.1f} | {t.candidate_single_call_us:.1f} |"
         for t in report.timings
     ]
 
 
 HEADER = (
-    "| kernel | dtype | m×n | cuBLAS µs (IQR) | kernel µs (IQR) | speedup | cuBLAS 1-call µs "
-    "| kernel 1-call µs |\n|---|---|---|---|---|---|---|---|"
+    "| kernel | dtype | m×n | cuBLAS µs (IQR) | kernel µs (IQR) | speedup | 95 % interval "
+    "| noise floor | verdict | plausibility floor µs | cuBLAS 1-call µs | kernel 1-call µs |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
