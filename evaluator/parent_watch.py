@@ -93,23 +93,29 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] == "Z" else fields[19]
 
 
-def _watch_process(pid: int, started: str, poll_s: float) -> None:
+def _watch_process(pid: int, started: str, group: int, poll_s: float) -> None:
     while _start_time(pid) == started:
         time.sleep(poll_s)
+    if os.getpgrp() != group:  # never the watched process's own group
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # this process, its launcher, the tool's rest
     _kill_self()
 
 
 def die_with_process(pid: int, *, poll_s: float = POLL_S) -> None:
     """Make this process end (SIGKILL) when process ``pid`` ends: it exits, becomes a zombie,
-    or its pid is reused. For a process started through a tool's launcher, whose parent is not
-    the process it serves. Linux only (``/proc``); does not return when ``pid`` is already gone.
+    or its pid is reused; and with it this process's whole process group, when that is not
+    ``pid``'s (a tool started in a session of its own: compute-sanitizer's launcher, which
+    outlives its tool, goes too). For a process started through a tool's launcher, whose
+    parent is not the process it serves. Linux only (``/proc``); does not return when ``pid``
+    is already gone.
     """
     started = _start_time(pid)
     if started is None:
         _kill_self()
+    group = os.getpgid(pid)
     name = f"kernevo-process-watch-{pid}"
     threading.Thread(
-        target=_watch_process, args=(pid, started, poll_s), name=name, daemon=True
+        target=_watch_process, args=(pid, started, group, poll_s), name=name, daemon=True
     ).start()
 
 

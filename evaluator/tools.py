@@ -3,9 +3,11 @@ reading the versions a certificate records (compute-sanitizer's, the NVIDIA driv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,18 +57,28 @@ def run_candidate_under(
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
         env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}
-        # subprocess.run blocks this thread until the tool exits, so the kernel's parent-death
-        # signal (tied to the creating thread) fires only if this process dies: a kill -9 of the
-        # job takes the tool with it.
-        return subprocess.run(
+        # This thread waits for the tool, so the kernel's parent-death signal (tied to the
+        # creating thread) fires only if this process dies: a kill -9 of the job takes the tool
+        # with it. The tool runs in a session of its own, so that its launcher (which
+        # compute-sanitizer leaves behind when killed) and the target can go as one group: on a
+        # timeout here, or from the target when this process dies (run_once --watch-pid).
+        with subprocess.Popen(
             argv,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout_s,
             env=env,
-            check=False,
+            start_new_session=True,
             preexec_fn=arm_pdeathsig,
-        )
+        ) as tool:
+            try:
+                stdout, stderr = tool.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(tool.pid, signal.SIGKILL)
+                tool.communicate()
+                raise
+        return subprocess.CompletedProcess(argv, tool.returncode, stdout, stderr)
 
 
 def run_sanitizer(
