@@ -23,8 +23,9 @@ no window in which a death goes unseen. A tool run under ``subprocess`` from a t
 for it (compute-sanitizer, ncu) can take :func:`arm_pdeathsig` as its ``preexec_fn``; the
 target such a tool starts is not its child but a grandchild under the tool's own launcher
 (compute-sanitizer's ``TreeLauncherSubreaper`` outlives a killed compute-sanitizer, and so did
-its target, seen on the H200), so the target watches the evaluating process itself
-(:func:`die_with_process`).
+its target, seen on the H200), so such a tool runs in a session of its own, watched by a
+separate reaper process (:func:`start_group_reaper`) that kills the whole group when the
+evaluating process dies.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -81,6 +83,36 @@ def _watch(parent_pid: int, poll_s: float) -> None:
     _kill_self()
 
 
+# The group reaper: a process of its own, so it acts even while the target holds its GIL in C
+# code (a CUDA call under compute-sanitizer's instrumentation: the target's own watchdog thread
+# did not run within 5 s on the H200). No imports beyond the standard library's core: it starts
+# in ~20 ms and needs no PYTHONPATH.
+_GROUP_REAPER = """
+import os, signal, sys, time
+pid, started, group, poll_s = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+def start_time(p):
+    try:
+        with open(f"/proc/{p}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return None if fields[0] == "Z" else fields[19]
+while True:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        sys.exit(0)
+    if start_time(pid) != started:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        sys.exit(0)
+    time.sleep(poll_s)
+"""
+
+
 def _start_time(pid: int) -> str | None:
     """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), or None when the process
     is gone or a zombie: a pid the kernel hands out again has another start time."""
@@ -93,30 +125,28 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] == "Z" else fields[19]
 
 
-def _watch_process(pid: int, started: str, group: int, poll_s: float) -> None:
-    while _start_time(pid) == started:
-        time.sleep(poll_s)
-    if os.getpgrp() != group:  # never the watched process's own group
-        os.killpg(os.getpgrp(), signal.SIGKILL)  # this process, its launcher, the tool's rest
-    _kill_self()
+def start_group_reaper(group: int, *, poll_s: float = POLL_S) -> subprocess.Popen[bytes]:
+    """Start a process that SIGKILLs process group ``group`` when this process ends (exits,
+    becomes a zombie, or its pid is reused), and exits by itself once the group is gone.
 
-
-def die_with_process(pid: int, *, poll_s: float = POLL_S) -> None:
-    """Make this process end (SIGKILL) when process ``pid`` ends: it exits, becomes a zombie,
-    or its pid is reused; and with it this process's whole process group, when that is not
-    ``pid``'s (a tool started in a session of its own: compute-sanitizer's launcher, which
-    outlives its tool, goes too). For a process started through a tool's launcher, whose
-    parent is not the process it serves. Linux only (``/proc``); does not return when ``pid``
-    is already gone.
+    For a tool started in a session of its own (``start_new_session=True``: ``group`` is its
+    pid) whose processes do not all die with it: compute-sanitizer's launcher
+    (``TreeLauncherSubreaper``) and the target under it outlived a ``kill -9`` of the job on
+    the H200. The caller kills and waits for the reaper once the tool has ended. Linux only
+    (``/proc``).
     """
-    started = _start_time(pid)
-    if started is None:
-        _kill_self()
-    group = os.getpgid(pid)
-    name = f"kernevo-process-watch-{pid}"
-    threading.Thread(
-        target=_watch_process, args=(pid, started, group, poll_s), name=name, daemon=True
-    ).start()
+    me = os.getpid()
+    started = _start_time(me)
+    assert started is not None  # this process is running
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _GROUP_REAPER, str(me), started, str(group),
+         str(poll_s)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={},
+        start_new_session=True,  # not in any group a terminal's Ctrl-C or our killpg reaches
+    )  # fmt: skip
 
 
 def die_with_parent(

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evaluator.parent_watch import die_with_parent, die_with_process
+from evaluator.parent_watch import die_with_parent
 
 
 def main() -> None:
@@ -30,14 +30,10 @@ def main() -> None:
     parser.add_argument("--m", type=int, required=True)
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--watch-pid", type=int, help="end when this process (the evaluator) ends")
     args = parser.parse_args()
-    # The tool that runs this (compute-sanitizer, ncu) dies with the job; so does this target,
-    # whose parent may be the tool's launcher, which a killed tool leaves behind: it watches the
-    # evaluating process itself when told which.
+    # The tool that runs this (compute-sanitizer, ncu) dies with the job; so does this target
+    # (and, when its parent is the tool's launcher, the reaper of evaluator.tools kills it).
     die_with_parent(os.getppid())
-    if args.watch_pid is not None:
-        die_with_process(args.watch_pid)
 
     import cupy
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evaluator.child_env import allowed_environment
 from evaluator.gpu_lock import gpu_lock
-from evaluator.parent_watch import arm_pdeathsig
+from evaluator.parent_watch import arm_pdeathsig, start_group_reaper
 from evaluator.report import CheckFailure
 from kernevo.device import nvidia_driver_version as proc_driver_version
 
@@ -53,15 +53,15 @@ def run_candidate_under(
         argv = [
             *tool_argv, sys.executable, "-m", "evaluator.run_once", "--cubin", str(cubin_path),
             "--path", path_id, "--dtype", dtype, "--m", str(shape[0]), "--n", str(shape[1]),
-            "--repeat", str(repeat), "--watch-pid", str(os.getpid()),
+            "--repeat", str(repeat),
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
         env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}
         # This thread waits for the tool, so the kernel's parent-death signal (tied to the
         # creating thread) fires only if this process dies: a kill -9 of the job takes the tool
         # with it. The tool runs in a session of its own, so that its launcher (which
-        # compute-sanitizer leaves behind when killed) and the target can go as one group: on a
-        # timeout here, or from the target when this process dies (run_once --watch-pid).
+        # compute-sanitizer leaves behind when killed) and the target go as one group: on a
+        # timeout here, or through the reaper when this process dies.
         with subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
@@ -71,6 +71,7 @@ def run_candidate_under(
             start_new_session=True,
             preexec_fn=arm_pdeathsig,
         ) as tool:
+            reaper = start_group_reaper(tool.pid)
             try:
                 stdout, stderr = tool.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -78,6 +79,9 @@ def run_candidate_under(
                     os.killpg(tool.pid, signal.SIGKILL)
                 tool.communicate()
                 raise
+            finally:
+                reaper.kill()
+                reaper.wait()
         return subprocess.CompletedProcess(argv, tool.returncode, stdout, stderr)
 
 

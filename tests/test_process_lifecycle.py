@@ -26,6 +26,7 @@ from sqlalchemy import create_engine, select, update
 from sqlalchemy.orm import Session
 
 from db.models import Job
+from evaluator.parent_watch import start_group_reaper
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -295,45 +296,55 @@ def test_pdeathsig_kills_a_child_when_its_creating_thread_ends() -> None:
 # killed: the target's parent lives on, only the job is gone.
 _LAUNCHER = """
 import subprocess, sys, time
-target = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+target = subprocess.Popen([sys.executable, "-c", sys.argv[1]])
 print(target.pid, flush=True)
 time.sleep(120)
 """
 _TARGET = """
-import sys, time
-from evaluator.parent_watch import die_with_process
-die_with_process(int(sys.argv[1]))
+import time
 time.sleep(120)
 """
 _JOB = """
 import subprocess, sys, time
+from evaluator.parent_watch import start_group_reaper
 launcher = subprocess.Popen(
-    [sys.executable, "-c", sys.argv[1], sys.argv[2], str(__import__("os").getpid())],
+    [sys.executable, "-c", sys.argv[1], sys.argv[2]],
     stdout=subprocess.PIPE, text=True, start_new_session=True,
 )
-print(launcher.pid, launcher.stdout.readline().strip(), flush=True)
+reaper = start_group_reaper(launcher.pid)
+print(launcher.pid, launcher.stdout.readline().strip(), reaper.pid, flush=True)
 time.sleep(120)
 """
 
 
-def test_a_target_under_a_lingering_launcher_dies_with_the_process_it_serves() -> None:
-    """``run_once --watch-pid`` under a tool started in a session of its own
-    (``evaluator.tools.run_candidate_under``): the launcher (the target's parent) would outlive
-    the job; the target ends within the deadline and takes its process group, the launcher
-    included, with it."""
+def test_a_tool_group_whose_launcher_lingers_dies_with_the_process_it_serves() -> None:
+    """A tool run as ``evaluator.tools.run_candidate_under`` runs it (a session of its own,
+    watched by ``start_group_reaper``): after a kill -9 of the evaluating process, the launcher
+    and the target under it (whose parent lives on, so no parent watch of theirs fires) end
+    within the deadline, and so does the reaper."""
     job = subprocess.Popen(
         [sys.executable, "-c", _JOB, _LAUNCHER, _TARGET], stdout=subprocess.PIPE, text=True
     )
-    launcher_pid, target_pid = (int(x) for x in job.stdout.readline().split())  # type: ignore[union-attr]
-    launcher, target = _proc(launcher_pid), _proc(target_pid)
+    assert job.stdout is not None
+    pids = [int(x) for x in job.stdout.readline().split()]
+    launcher, target, reaper = (_proc(pid) for pid in pids)
+    assert launcher and target and reaper
     try:
         time.sleep(1.0)
-        assert _alive(target), "the target died while the job it serves lives"
+        assert _alive(launcher) and _alive(target) and _alive(reaper)  # no kill while served
         job.kill()
         job.wait(10)
-        assert _survivors([target, launcher], DEADLINE_S) == []
+        assert _survivors([target, launcher, reaper], DEADLINE_S) == []
     finally:
-        _kill_all([launcher, target])
+        _kill_all([launcher, target, reaper])
+
+
+def test_the_group_reaper_ends_by_itself_when_the_group_is_gone() -> None:
+    """A tool that finished: its reaper exits on its own (the tool's caller also kills it)."""
+    tool = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    reaper = start_group_reaper(tool.pid)
+    tool.wait(10)
+    assert reaper.wait(10) == 0
 
 
 def test_a_child_whose_parent_already_died_ends_at_once() -> None:
