@@ -18,6 +18,8 @@ the scaled inputs A = s·A0, B = s·B0 that were checked.
 
 from __future__ import annotations
 
+import math
+
 from evaluator.champion import SANITIZER_SHAPE, SANITIZER_TOOLS, ChampionReport
 from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
@@ -82,6 +84,12 @@ def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
     )
 
 
+def _power_of_two(scale: float) -> str:
+    """``2^900 (8.45e+270)`` for an exact power of two (the scalings are), else ``%g``."""
+    mantissa, exponent = math.frexp(scale)
+    return f"2^{exponent - 1} ({scale:.3g})" if mantissa == 0.5 else f"{scale:g}"
+
+
 def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> list[str]:
     """Plain statements of what the verification in ``report`` did not cover."""
     assert report.gpu is not None
@@ -90,7 +98,7 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
     scales = [float(s) for s in report.input_scales]
     if "scale_invariance" in checks and scales:
         scaled = "magnitudes other than those distributions scaled by " + ", ".join(
-            f"{s:g}" for s in scales
+            _power_of_two(s) for s in scales
         )
     else:
         scaled = "the same distributions scaled to other magnitudes (no scaled inputs checked)"

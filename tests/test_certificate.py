@@ -85,7 +85,7 @@ def _measured_report() -> ChampionReport:
     noise floor and the plausibility floor."""
     report = _report()
     report.checks_run = ["scale_invariance", "nonfinite_containment", "metamorphic_linearity"]
-    report.input_scales = [1e-30, 1e30]
+    report.input_scales = [2.0**-100, 2.0**100]
     report.timings = [
         ShapeTiming(16, 16, 1.0, 0.05, 3.0, 0.1, 2.0, 6.0, 1.01, 0.02, 2.8, 3.1, True, 0.4),
         ShapeTiming(64, 64, 2.0, 0.1, 6.0, 0.2, 2.5, 7.0, 2.06, 0.03, 2.7, 3.2, True, 0.9),
@@ -140,12 +140,15 @@ def test_issue_6_checks_and_timing_fields_are_certified_when_measured() -> None:
         "plausibility",
     } <= set(cert.checks_passed)  # fmt: skip
     assert cert.noise_floor == pytest.approx(0.03)  # the worst shape's
-    assert cert.input_scales == [1e-30, 1e30]
+    assert cert.input_scales == [2.0**-100, 2.0**100]
     small, large = cert.timings
     assert (small.speedup_low, small.speedup_high, small.noise_floor) == (2.8, 3.1, 0.02)
     assert large.faster_than_baseline is True and large.plausibility_floor_us == 0.9
     text = " ".join(cert.not_verified)
-    assert "scaled by 1e-30, 1e+30" in text and "beyond the containment check" in text
+    assert (
+        "scaled by 2^-100 (7.89e-31), 2^100 (1.27e+30)" in text
+        and "beyond the containment check" in text
+    )
     assert "no noise floor measured" not in text
     summary = "\n".join(cert.summary())
     assert "[2.70, 3.20], beats the noise floor" in summary and "noise floor 3.0%" in summary
