@@ -264,7 +264,8 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
 
     ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
     determinism. ``full``: verify, time ``timed_shapes`` against
-    cuBLAS (and against ``rival_cubin``, the champion's, when given: ``rival_timings``), then
+    cuBLAS (and against ``rival_cubin``, the champion's or the parent's as ``rival_name`` says,
+    when given: ``rival_timings``), then
     verify ``recheck_shapes`` again on fresh inputs (catches races and state that builds up
     across calls). Candidate failures come back as data; CUDA errors propagate to the
     worker loop, which reports a fault and retires the process.
@@ -291,11 +292,13 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     from seeds.trsm_small.baseline import CublasTrsm
 
     baseline = CublasTrsm(dtype)
-    # The champion's cubin, when given, is timed in the same rounds as the candidate, so that
-    # promotion compares the two interleaved, against the candidate's own noise floor.
+    # The champion's (at promotion) or the parent's cubin, when given, is timed in the same
+    # rounds as the candidate, so the two are compared interleaved, against the candidate's own
+    # noise floor.
     rivals: dict[str, Any] = {}
     if task.get("rival_cubin"):
-        rivals["champion"] = _load_driver(task["rival_cubin"], task["path_id"], dtype).solve_raw
+        rival = _load_driver(task["rival_cubin"], task["path_id"], dtype)
+        rivals[task.get("rival_name", "champion")] = rival.solve_raw
     timings, rival_timings = [], []
     try:
         for m, n in task["timed_shapes"]:

@@ -30,9 +30,11 @@ from pathlib import Path
 from openevolve.evaluation_result import EvaluationResult
 
 from evaluator.new_best import JobBest, gate_new_best, memcheck
+from evaluator.parent_context import Parent, current_parent
 from evaluator.pipeline import Evaluator
 from evaluator.profile import attach_profile
 from evaluator.report import EvaluationReport
+from evaluator.score import held_to_parent
 
 _EVALUATOR: Evaluator | None = None
 _JOB_BEST: JobBest | None = None
@@ -78,8 +80,24 @@ def read_program(program_path: str) -> str:
         return fh.read()
 
 
+def hold_to_parent(report: EvaluationReport, parent: Parent) -> None:
+    """Hold ``report``'s score at its parent's unless it was faster than the parent beyond noise
+    when both were timed in the same rounds (``evaluator.score.held_to_parent``), saying so."""
+    held = held_to_parent(report.combined_score, parent.combined_score, report.rival_timings)
+    if held != report.combined_score:
+        report.notes.append(
+            f"not faster than its parent beyond the noise floor when timed in the same rounds: "
+            f"score held at the parent's {held:.4f} (measured {report.combined_score:.4f})"
+        )
+        report.combined_score = held
+
+
 def evaluate(program_path: str) -> EvaluationResult:
     """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure.
+
+    When the evolver set the candidate's parent (``evaluator.parent_context``), the parent is
+    timed in the same rounds, and a child that is not faster beyond the noise floor scores no
+    more than its parent (:func:`hold_to_parent`).
 
     A passing candidate that beats the job's best runs compute-sanitizer memcheck before it
     becomes that best (``evaluator.new_best``; a finding fails it as ``sanitizer_memcheck``),
@@ -87,7 +105,15 @@ def evaluate(program_path: str) -> EvaluationResult:
     """
     source = read_program(program_path)
     evaluator = _evaluator()
-    report, cubin = evaluator.evaluate_with_cubin(source)
+    report, cubin = evaluator.stage1(source)
+    if report.passed:
+        parent = current_parent()
+        rival = None
+        if parent is not None and parent.combined_score > 0 and parent.source != source:
+            rival = evaluator.compile_rival(parent.source, report)
+        report = evaluator.stage2(report, cubin, rival, rival_name="parent")
+        if report.passed and rival is not None and parent is not None:
+            hold_to_parent(report, parent)
     gpu_index = evaluator.gpu_index
     if report.passed and gpu_index is not None:
         spec, dtype = evaluator.spec, evaluator.dtype

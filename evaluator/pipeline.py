@@ -170,13 +170,18 @@ class Evaluator:
         return self._run_checks(report, task, QUICK_TIMEOUT_S, "verify"), result.cubin
 
     def stage2(
-        self, report: EvaluationReport, cubin: bytes, rival_cubin: bytes | None = None
+        self,
+        report: EvaluationReport,
+        cubin: bytes,
+        rival_cubin: bytes | None = None,
+        rival_name: str = "champion",
     ) -> EvaluationReport:
         """Full verification, timing against cuBLAS and re-check, continuing ``report``.
 
-        ``rival_cubin`` (the champion's, same path and dtype) is timed in the same rounds as the
-        candidate; the worker returns the comparison, one ``RivalTiming`` per shape, under
-        ``rival_timings``. The score and its interval follow ``evaluator.score``.
+        ``rival_cubin`` (the champion's or the parent's, same path and dtype; ``rival_name``
+        says which) is timed in the same rounds as the candidate; the worker returns the
+        comparison, one ``RivalTiming`` per shape, under ``rival_timings``. The score and its
+        interval follow ``evaluator.score``.
         """
         task: dict[str, Any] = {
             "kind": "full",
@@ -191,7 +196,7 @@ class Evaluator:
             "recheck_shapes": list(self.spec.timed_shapes) + list(self.spec.quick_shapes),
         }
         if rival_cubin:
-            task["rival_cubin"] = rival_cubin
+            task["rival_cubin"], task["rival_name"] = rival_cubin, rival_name
         report.stage = "verify"
         report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
         if report.passed:
@@ -201,6 +206,14 @@ class Evaluator:
             report.combined_score = combined_score(report.timings)
             report.combined_score_low, report.combined_score_high = score_interval(report.timings)
         return report
+
+    def compile_rival(self, source: str, report: EvaluationReport) -> bytes | None:
+        """The cubin of ``source``, a program evaluated before (a parent, which passed the
+        screen and the contract then), for the architecture ``report`` compiled for; None when
+        it does not compile now (the compile cache usually holds it)."""
+        arch = report.compile.arch if report.compile else self._compile_arch
+        result = compile_cubin(source, self.spec.compile_options(self.dtype, arch), arch)
+        return result.cubin if result.ok else None
 
     def evaluate_with_cubin(self, source: str) -> tuple[EvaluationReport, bytes]:
         """The whole pipeline on one candidate source; also the cubin it evaluated (empty when

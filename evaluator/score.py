@@ -58,3 +58,14 @@ def beats_rival(timings: list[RivalTiming]) -> bool:
     :func:`credited_rival_speedup` over the shapes is above 1 (so at least one shape is faster
     beyond the noise floor, and the shapes faster outweigh those slower); False for no timings."""
     return bool(timings) and _geometric_mean([credited_rival_speedup(t) for t in timings]) > 1.0
+
+
+def held_to_parent(score: float, parent_score: float, timings: list[RivalTiming]) -> float:
+    """A child's ``combined_score`` after it was timed against its parent in the same rounds
+    (``timings``, the rival named "parent"): unchanged when it is faster than the parent beyond
+    noise (:func:`beats_rival`) or scores no more than the parent; otherwise held at
+    ``parent_score``, so that a difference the evaluation cannot tell from noise never ranks a
+    child above its parent (issue 6: one kernel read 2.26 and 2.43 µs in two evaluations)."""
+    if beats_rival(timings) or score <= parent_score:
+        return score
+    return parent_score

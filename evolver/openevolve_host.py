@@ -6,7 +6,9 @@ managers scope each of those to one run, so a second job in the same process (th
 clean and a Ctrl-C after the run does not call into a stopped controller; ``noting_signals``
 tells the runner when a run ended early because of a signal. ``workers_die_with_job`` makes
 OpenEvolve's pool workers end with the job's process (a ``kill -9`` of ``kernevo evolve`` leaves
-no worker behind), and ``keeping_last_checkpoints`` deletes old checkpoints as new ones complete.
+no worker behind) and sets each iteration's parent for its evaluation (which times the child
+against it: ``evaluator.parent_context``), and ``keeping_last_checkpoints`` deletes old
+checkpoints as new ones complete.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evaluator.parent_context import Parent, evaluating_children_of
 from evolver.checkpoints import prune_checkpoints
 
 # Set in the environment the pool workers start with: the pid of the job's process, their parent.
 JOB_PID_VARIABLE = "KERNEVO_JOB_PID"
 # OpenEvolve's own pool initializer while ``workers_die_with_job`` has replaced it.
 _openevolve_worker_init: Callable[..., None] | None = None
+# OpenEvolve's iteration function in a pool worker, once run_iteration_knowing_parent wraps it.
+_openevolve_run_iteration: Callable[..., Any] | None = None
 
 
 def evaluation_file() -> str:
@@ -169,6 +174,31 @@ def _worker_init_dying_with_job(
     die_with_parent(int(job_pid) if job_pid else os.getppid(), pdeathsig=True)
     init = _openevolve_worker_init or parallel._worker_init
     init(config_dict, evaluation_file, parent_env)
+    global _openevolve_run_iteration
+    if _openevolve_run_iteration is None:
+        _openevolve_run_iteration = parallel._run_iteration
+        parallel._run_iteration = run_iteration_knowing_parent  # type: ignore[assignment]
+
+
+def parent_of(db_snapshot: dict[str, Any], parent_id: str) -> Parent | None:
+    """The parent program of an iteration from OpenEvolve's database snapshot (``programs``:
+    id → ``Program.to_dict()``); None when the snapshot lacks it or its code."""
+    program = db_snapshot.get("programs", {}).get(parent_id)
+    if not isinstance(program, dict) or not isinstance(program.get("code"), str):
+        return None
+    score = (program.get("metrics") or {}).get("combined_score", 0.0)
+    return Parent(program["code"], float(score) if isinstance(score, int | float) else 0.0)
+
+
+def run_iteration_knowing_parent(
+    iteration: int, db_snapshot: dict[str, Any], parent_id: str, *args: Any, **kwargs: Any
+) -> Any:
+    """OpenEvolve's ``_run_iteration`` with the iteration's parent set for the evaluation
+    (``evaluator.parent_context``), which times the child against it in the same rounds.
+    Installed in each pool worker by :func:`_worker_init_dying_with_job`."""
+    assert _openevolve_run_iteration is not None
+    with evaluating_children_of(parent_of(db_snapshot, parent_id)):
+        return _openevolve_run_iteration(iteration, db_snapshot, parent_id, *args, **kwargs)
 
 
 @contextmanager

@@ -28,7 +28,13 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, EvaluationReport, RivalTiming, ShapeTiming
-from evaluator.score import beats_rival, combined_score, credited_speedup, score_interval
+from evaluator.score import (
+    beats_rival,
+    combined_score,
+    credited_speedup,
+    held_to_parent,
+    score_interval,
+)
 
 CALLS, COPY_US = 32, 20.0
 
@@ -353,3 +359,23 @@ def _rival(speedup: float, low: float, high: float, floor: float = 0.02) -> Riva
 )
 def test_beats_rival_needs_a_win_beyond_noise_that_outweighs_any_loss(timings, beats):
     assert beats_rival(timings) is beats
+
+
+def _parent(speedup: float, low: float, high: float) -> RivalTiming:
+    return RivalTiming("parent", 64, 64, 2.0 * speedup, 2.0, speedup, low, high, 0.02,
+                       low > 1.02)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("score", "parent_score", "timings", "held"),
+    [
+        (2.43, 2.26, [_parent(1.01, 0.99, 1.03)], 2.26),  # issue 6's two readings: noise
+        (2.43, 2.26, [_parent(1.08, 1.05, 1.11)], 2.43),  # faster beyond noise
+        (2.20, 2.26, [_parent(1.0, 0.99, 1.01)], 2.20),  # not above the parent: unchanged
+        (2.43, 2.26, [], 2.26),  # nothing measured: no credit over the parent
+    ],
+)
+def test_a_child_is_held_at_its_parents_score_unless_faster_beyond_noise(
+    score, parent_score, timings, held
+):
+    assert held_to_parent(score, parent_score, timings) == held
