@@ -239,6 +239,24 @@ INLINE_PTX_GLOBAL = edit(
     ),
 )
 
+# A __constant__ table, read-only to C++ code...
+CONSTANT_TABLE = edit(
+    at_top("__constant__ int kv_warps_of[5] = {1, 2, 4, 8, 16};"),
+    ("  cfg[4] = TRSM_WARPS;", "  cfg[4] = kv_warps_of[2 + (m > KV_MAX_M)];"),
+)
+# ...but not to a generic store: its address from cvta.const takes st/atom (a red-team review's
+# launch counter, wrong after N calls; the bank lives as long as the module).
+CONSTANT_COUNTER = edit(
+    at_top("__constant__ unsigned int kv_calls;"),
+    (
+        AFTER_STAGING,
+        AFTER_STAGING + "  unsigned long long kv_p;\n"
+        '  asm("cvta.const.u64 %0, kv_calls;" : "=l"(kv_p));\n'
+        "  unsigned int kv_n = 0;\n"
+        "  if (tid == 0 && blockIdx.x == 0) kv_n = atomicAdd((unsigned int*)kv_p, 1u);\n"
+        "  if (kv_n >= 1000u) return;\n",
+    ),
+)
 REFUSED = {
     "last_call_memo": (memo_candidate("last_call"), ["kv_keys", "kv_memo"]),
     "hashed_memo": (memo_candidate("hashed"), ["kv_keys", "kv_memo"]),
@@ -251,18 +269,19 @@ REFUSED = {
     "printf": (PRINTF, ["vprintf", "$str"]),
     "device_const_table": (CONST_DEVICE_TABLE, ["kv_warps_of"]),
     "inline_ptx_global": (INLINE_PTX_GLOBAL, ["kv_ptx"]),
+    "constant_table": (CONSTANT_TABLE, ["kv_warps_of", ".nv.constant3"]),
+    "constant_counter_via_cvta": (CONSTANT_COUNTER, ["kv_calls", ".nv.constant3"]),
 }
 
-# Read-only and per-block storage is allowed: a __constant__ table read at run time (NVRTC
-# cannot fold it: the host may rewrite it), and a static __shared__ array.
-CONSTANT_AND_SHARED = edit(
-    at_top("__constant__ int kv_warps_of[5] = {1, 2, 4, 8, 16};"),
-    ("  cfg[4] = TRSM_WARPS;", "  cfg[4] = kv_warps_of[2 + (m > KV_MAX_M)];"),
+# Per-block storage and a const table local to the kernel (folded into the code) are allowed.
+LOCAL_TABLE_AND_SHARED = edit(
     (
         AFTER_STAGING,
         "  __shared__ int kv_done[TRSM_WARPS];\n"
         "  if (lane == 0) kv_done[warp] = col0 < n;\n"
-        "  __syncthreads();\n" + AFTER_STAGING + "  if (kv_done[warp] == 0) return;\n",
+        "  __syncthreads();\n" + AFTER_STAGING + "  if (kv_done[warp] == 0) return;\n"
+        "  { const double kv_t[5] = {1.5, 2.25, 3.125, 4.0625, 5.5};\n"
+        "    if (kv_t[lane % 5] == 7.0) return; }\n",
     ),
 )
 
@@ -299,7 +318,7 @@ def test_device_state_is_refused_naming_the_symbol(name, tmp_path):
     for symbol in symbols:
         assert symbol in failure.detail, failure.detail
     # The section of each stored symbol is named as well.
-    assert ".nv.global" in failure.detail or "device runtime" in failure.detail
+    assert any(s in failure.detail for s in (".nv.global", ".nv.constant3", "device runtime"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -310,21 +329,21 @@ def test_replay_memo_is_refused_in_every_dtype(dtype, tmp_path):
 
 def test_nvrtc_puts_device_variables_in_nv_global_sections(tmp_path):
     """What the rules rest on: uninitialized __device__ data in .nv.global, initialized in
-    .nv.global.init, __constant__ in a constant bank."""
+    .nv.global.init, __constant__ in the user constant bank .nv.constant3."""
     objects = _objects(_cubin(REPLAY_MEMO, "float32", tmp_path))
     assert objects["kv_memo"] == objects["kv_keys"] == ".nv.global"
     assert _objects(_cubin(CONST_DEVICE_TABLE, "float32", tmp_path))["kv_warps_of"] == (
         ".nv.global.init"
     )
-    assert _objects(_cubin(CONSTANT_AND_SHARED, "float32", tmp_path))["kv_warps_of"].startswith(
-        ".nv.constant"
-    )
+    assert _objects(_cubin(CONSTANT_TABLE, "float32", tmp_path))["kv_warps_of"] == ".nv.constant3"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_constant_tables_and_shared_memory_are_accepted(dtype, tmp_path):
-    assert screen(CONSTANT_AND_SHARED, SEED) is None
-    assert device_state_failure(_cubin(CONSTANT_AND_SHARED, dtype, tmp_path)) is None
+def test_local_tables_and_shared_memory_are_accepted(dtype, tmp_path):
+    assert screen(LOCAL_TABLE_AND_SHARED, SEED) is None
+    cubin = _cubin(LOCAL_TABLE_AND_SHARED, dtype, tmp_path)
+    assert device_state_failure(cubin) is None
+    assert not any(section.startswith(".nv.constant3") for section in _objects(cubin).values())
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,17 @@ case), and so what this module reads:
   ``SHF_ALLOC | SHF_WRITE``. A ``.global`` declared in inline PTX lands there as well
   (``$__name__N``). ``__device__ const`` tables and string literals (``$str``, printf's format)
   also go to ``.nv.global.init``: writable memory the kernel can reach through a cast, so they
-  are refused too; read-only tables belong in ``__constant__``.
-* ``__constant__`` data: ``.nv.constant3`` (``SHF_ALLOC``, not writable: the kernel cannot
-  store to a constant bank). Kernel parameters: ``.nv.constant0.<kernel>``; the addresses of
-  globals the code uses: ``.nv.constant4``. Code: ``.text.<kernel>`` (``SHF_EXECINSTR``).
+  are refused too.
+* ``__constant__`` data: ``.nv.constant3`` (``SHF_ALLOC``, not flagged writable, and a plain
+  C++ store to it is dropped). But its generic address (``cvta.const`` in inline PTX) takes
+  ordinary ``st``/``atom`` instructions, and the bank lives as long as the module: a
+  ``__constant__`` counter or memo written that way passed this check in a red-team review
+  (*The CUDA Handbook* §5.3: constant memory can be changed by writing to it from a kernel
+  through its pointer). So every constant bank but the parameters' is refused. Kernel
+  parameters: ``.nv.constant0.<kernel>``, written afresh by every launch; the addresses of
+  globals the code uses: ``.nv.constant4`` (only with globals, refused anyway). A ``const``
+  array local to the kernel is folded into the code (no section). Code: ``.text.<kernel>``
+  (``SHF_EXECINSTR``).
 * ``__shared__`` (static or ``extern``): ``.nv.shared.<kernel>`` and ``.nv.shared.reserved.N``,
   writable but per block, gone when the block ends. Local arrays live in the stack frame (no
   section); ``.nv.local.*`` would be per thread.
@@ -34,9 +41,10 @@ case), and so what this module reads:
 The rules, an allow-list so that a section name NVRTC adds later is refused until looked at:
 
 1. Every ``SHF_ALLOC`` section (what the driver loads onto the device) is code
-   (``SHF_EXECINSTR``), a constant bank (``.nv.constant*``) and then not writable, shared memory
-   (``.nv.shared.*``) or local memory (``.nv.local.*``); any other, and any ``.nv.global*``
-   section whatever its flags, is device-global storage: it outlives the launch.
+   (``SHF_EXECINSTR``), a kernel's parameter bank (``.nv.constant0.*``) and then not writable,
+   shared memory (``.nv.shared.*``) or local memory (``.nv.local.*``); any other (another
+   constant bank included), and any ``.nv.global*`` section whatever its flags, is storage that
+   outlives the launch.
 2. No external symbol other than ``.nv.reservedSmem.*``. ``malloc``: the device heap outlives
    the launch, and with no symbol to hold a pointer it still carries state (a ``malloc`` after
    a ``free`` can hand the next launch the same block, its bytes unchanged).
@@ -66,9 +74,9 @@ from elftools.elf.sections import Section, SymbolTableSection
 from evaluator.report import CheckFailure
 
 CHECK = "device_global_state"
-# Section-name prefixes of allocated storage that is not device-global (rule 1). The constant
-# banks must also be read-only: the prefix alone does not allow a writable one.
-CONSTANT_PREFIX = ".nv.constant"
+# Section-name prefixes of allocated storage that does not outlive a launch (rule 1). The
+# parameter bank must also be read-only: the prefix alone does not allow a writable one.
+PARAMETER_PREFIX = ".nv.constant0."
 PER_BLOCK_OR_THREAD_PREFIXES = (".nv.shared.", ".nv.local.")
 GLOBAL_PREFIX = ".nv.global"
 # External symbols a cubin may reference (rule 2): the driver's reserved shared-memory offsets.
@@ -85,7 +93,7 @@ def _refused_section(section: Section) -> bool:
     if not flags & SH_FLAGS.SHF_ALLOC:
         return False  # not loaded onto the device: notes, .nv.info, symbol and string tables
     writable = bool(flags & SH_FLAGS.SHF_WRITE)
-    if flags & SH_FLAGS.SHF_EXECINSTR or name.startswith(CONSTANT_PREFIX):
+    if flags & SH_FLAGS.SHF_EXECINSTR or name.startswith(PARAMETER_PREFIX):
         return writable
     return not name.startswith(PER_BLOCK_OR_THREAD_PREFIXES)
 
@@ -141,10 +149,11 @@ def device_state_failure(cubin: bytes) -> CheckFailure | None:
     if storage:
         parts.append(
             "mutable device-global storage, which outlives the launch: "
-            f"{_listed(storage)}. No __device__ or __managed__ variable, string literal or "
-            "__device__ const table: a kernel keeps nothing from one launch to the next and "
-            "blocks do not signal each other through global memory; read-only tables go in "
-            "__constant__, scratch in registers, local or __shared__ memory"
+            f"{_listed(storage)}. No __device__, __managed__ or __constant__ variable, string "
+            "literal or __device__ const table (a __constant__ bank is writable through its "
+            "generic address): a kernel keeps nothing from one launch to the next and blocks "
+            "do not signal each other through global memory; read-only tables are const "
+            "arrays local to the kernel, scratch in registers, local or __shared__ memory"
         )
     if external:
         parts.append(

@@ -339,6 +339,24 @@ WRONG_AFTER_N_CALLS = kernel(
 """,
 )
 
+CONSTANT_BANK_COUNTER = kernel(
+    top="__constant__ unsigned int rt_const_calls;  // read-only to C++, not to a generic store\n",
+    body=r"""  // The counter's generic address (cvta.const) takes atom and st like global memory,
+  // and the constant bank lives as long as the module.
+  __shared__ unsigned int calls;
+  if (threadIdx.x == 0) {
+    unsigned long long p;
+    asm("cvta.const.u64 %0, rt_const_calls;" : "=l"(p));
+    calls = atomicAdd((unsigned int*)p, 1u);
+  }
+  __syncthreads();
+"""
+    + COLUMN
+    + r"""  if (calls >= 1000) return;  // past verification, into timing: leave B as it is
+  rt_solve_column(A, b, m, lda);
+""",
+)
+
 PRINTF_CHANNEL = kernel(
     body=COLUMN
     + r"""  rt_solve_column(A, b, m, lda);
@@ -480,9 +498,9 @@ def shape_whitelist() -> str:
     known = sorted({*spec.quick_shapes, *spec.verify_shapes, *spec.timed_shapes, *fixed})
     table = ", ".join(f"{{{m}, {n}}}" for m, n in known)
     return kernel(
-        top=f"#define RT_KNOWN {len(known)}\n"
-        f"__constant__ int rt_known[RT_KNOWN][2] = {{{table}}};\n",
+        top=f"#define RT_KNOWN {len(known)}\n",
         body=COLUMN
+        + f"  const int rt_known[RT_KNOWN][2] = {{{table}}};\n"
         + r"""  bool known = false;
   for (int s = 0; s < RT_KNOWN; ++s) known = known || (rt_known[s][0] == m && rt_known[s][1] == n);
   if (known) {
@@ -696,6 +714,18 @@ ENTRIES: tuple[Entry, ...] = (
         "unsolved. The launch counter is a `.global` declared in inline PTX, so no __device__ "
         "appears in the C++ text; NVRTC puts it in .nv.global like any other: refused on the "
         "cubin. (A counter-free trigger, e.g. the clock, meets the audits of the timed outputs.)",
+    ),
+    _refused_state(
+        name="constant_bank_counter",
+        kind=None,
+        dtype="float64",
+        block=CONSTANT_BANK_COUNTER,
+        detail=("rt_const_calls", ".nv.constant3"),
+        mechanism="wrong_after_n_calls again, its counter in a __constant__ variable written "
+        "through the generic address cvta.const gives (a plain C++ store to it is dropped): a "
+        "red-team review found the cubin check allowed constant banks as read-only. Every "
+        "constant bank but the kernel's parameters is refused now: it lives as long as the "
+        "module.",
     ),
     _refused_state(
         name="printf_channel",
