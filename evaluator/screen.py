@@ -23,14 +23,23 @@ builds it (checked against NVRTC 13 by ``tests/test_evaluator_screen_nvrtc.py``)
 * any character above ASCII outside comments and literals is refused, naming it and its line
   (NVRTC would fail on it with "unrecognized token" anyway);
 * a directive is a ``#`` or ``%:`` token first on its line; only ``define undef if ifdef ifndef
-  elif elifdef elifndef else endif error warning pragma`` are allowed, and ``pragma`` only as
-  ``unroll``/``nounroll``; ``include``, ``include_next``, ``embed`` and ``import`` after a ``#``
-  are refused wherever they stand; any identifier starting with ``__has`` (``__has_include``),
-  the ``##`` paste operator (which could assemble one) and raw string literals (whose
-  delimiters this tokenizer does not model) are refused. ``_Pragma`` with a string literal is
-  held to the same pragma allow-list; with a macro-built argument (the seed's own
-  ``KV_UNROLL``) it cannot be judged and is let through: a pragma cannot name a file to NVRTC
-  (``GCC dependency`` and ``include_alias``, the file-naming pragmas of other compilers, are
+  elif elifdef elifndef else endif error warning pragma`` are allowed (``pragma`` as below);
+  ``include``, ``include_next``, ``embed`` and ``import`` after a ``#`` are refused wherever
+  they stand; any identifier starting with ``__has`` (``__has_include``), the ``##`` paste
+  operator (which could assemble one) and raw string literals (whose delimiters this tokenizer
+  does not model) are refused;
+* ``pragma`` is allowed only as ``unroll``/``nounroll`` followed by at most a count: one number,
+  one name, or one parenthesised group without literals (``#pragma unroll(4) include "x"`` is
+  refused; NVRTC only warns about such extra text). ``_Pragma`` is held to the same rule in the
+  two forms the screen can read: ``_Pragma("…")`` with a plain string literal (its text
+  destringized and judged as a ``#pragma`` line) and ``_Pragma(M(…))``, a macro invocation
+  whose argument tokens are judged (the seed's own ``KV_STR(unroll n)``, which stringizes
+  them). Every other ``_Pragma`` is refused: an encoding prefix (``L"…"``, ``u8"…"``: NVRTC
+  executes those), a parenthesised or non-literal argument (``_Pragma(("…"))``, a macro
+  parameter, ``#x``), a ``_Pragma`` not followed by ``(`` (a macro naming it could call it
+  later). What stays out of reach is a macro redefined to ignore its argument (``#define M(x)
+  "message(…)"`` then ``_Pragma(M(unroll))``); no pragma names a file to NVRTC (``GCC
+  dependency`` and ``include_alias``, the file-naming pragmas of other compilers, are
   "unrecognized #pragma" there), so the allow-list is hygiene, not the line of defence.
 
 Each refusal is a :class:`CheckFailure` naming the check (``non_canonical_text``,
@@ -57,6 +66,7 @@ ALLOWED_DIRECTIVES = frozenset(
 )  # fmt: skip
 ALLOWED_PRAGMAS = frozenset({"unroll", "nounroll"})
 _RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
+_ENCODING_PREFIXES = frozenset({"L", "u8", "u", "U"})
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # A preprocessing number: [.]digit then digits, letters, '_', '.', exponent signs and C++14
 # digit separators ('x where x is a digit or letter).
@@ -204,10 +214,12 @@ def _token_failure(tokens: list[Token]) -> CheckFailure | None:
             return _at(tok, "token_paste", "the ## token-paste operator is not allowed")
         if tok.kind == "identifier" and tok.text.startswith("__has"):
             return _at(tok, "include", f"{tok.text} is not allowed (no candidate may name a file)")
-        if tok.kind == "identifier" and tok.text == "_Pragma":
-            arg = tokens[k + 2] if k + 2 < len(tokens) else None
-            if arg is not None and arg.kind == "literal" and (failure := _pragma(tok, arg.text)):
-                return failure
+        if (
+            tok.kind == "identifier"
+            and tok.text == "_Pragma"
+            and (f := _pragma_operator(tokens, k))
+        ):
+            return f
         if tok.kind != "punct" or tok.text not in ("#", "%:"):
             continue
         name = nxt.text if nxt is not None and nxt.kind == "identifier" else None
@@ -218,21 +230,79 @@ def _token_failure(tokens: list[Token]) -> CheckFailure | None:
         if name not in ALLOWED_DIRECTIVES:
             return _at(tok, "directive", f"#{nxt.text} is not an allowed directive")
         if name == "pragma":
-            after = tokens[k + 2] if k + 2 < len(tokens) else None
-            if failure := _pragma(tok, after.text if after and after.kind != "newline" else ""):
+            end = next((j for j in range(k + 2, len(tokens)) if tokens[j].kind == "newline"), None)
+            if failure := _pragma(tok, tokens[k + 2 : end]):
                 return failure
     return None
 
 
-def _pragma(tok: Token, text: str) -> CheckFailure | None:
-    """A failure unless the pragma ``text`` (its first word; a ``_Pragma`` string literal's
-    quotes stripped) is allow-listed."""
-    words = text.strip('"L').split() if text.endswith('"') else [text]
-    what = re.split(r"\W", words[0], maxsplit=1)[0] if words else ""
-    if what in ALLOWED_PRAGMAS:
+def _closing(tokens: list[Token], k: int) -> int | None:
+    """Index of the ``)`` matching the ``(`` at ``tokens[k]``, or None if it is never closed."""
+    depth = 0
+    for j in range(k, len(tokens)):
+        depth += {"(": 1, ")": -1}.get(tokens[j].text, 0) if tokens[j].kind == "punct" else 0
+        if depth == 0:
+            return j
+    return None
+
+
+def _pragma_operator(tokens: list[Token], k: int) -> CheckFailure | None:
+    """A failure unless the ``_Pragma`` at ``tokens[k]`` has one of the two judgeable forms:
+    ``_Pragma("…")`` with a plain string literal, whose destringized text is judged as a
+    ``#pragma`` line; or ``_Pragma(M(…))``, a macro invocation whose own argument tokens are
+    judged (the seed's ``KV_STR(unroll n)``: the stringized text is those tokens). Anything else
+    (an encoding prefix, ``_Pragma(("…"))``, a macro parameter or object-like macro, a bare
+    ``_Pragma`` that a macro could call later) could carry any pragma past the allow-list."""
+    tok = tokens[k]
+    at = tokens[k + 1 : k + 5] + [Token("newline", "\n", tok.line, True)] * 4
+    if at[0].text != "(":
+        return _at(tok, "pragma", "_Pragma must be followed directly by its ( argument )")
+    arg, after = at[1], at[2]
+    if arg.kind == "literal" and arg.text.startswith('"') and after.text == ")":
+        content = arg.text[1:-1].replace('\\"', '"').replace("\\\\", "\\")  # C17 6.10.9
+        words = tokenize(content)
+        if isinstance(words, CheckFailure):
+            return _at(tok, "pragma", f"_Pragma({arg.text}) is not a pragma this screen can read")
+        return _pragma(tok, words)
+    if arg.text in _ENCODING_PREFIXES and after.kind == "literal":
+        return _at(tok, "pragma", f'_Pragma({arg.text}"…"): encoding prefixes are not allowed')
+    if arg.kind == "identifier" and after.text == "(":
+        close = _closing(tokens, k + 3)
+        if close is not None and close + 1 < len(tokens) and tokens[close + 1].text == ")":
+            words = [t for t in tokens[k + 4 : close] if t.kind != "newline"]
+            return _pragma(tok, words, f"_Pragma({arg.text}(…)) builds pragma")
+    return _at(
+        tok, "pragma",
+        "_Pragma takes a string literal or a macro invocation such as KV_STR(unroll n)",
+    )  # fmt: skip
+
+
+def _pragma(tok: Token, words: list[Token], how: str = "pragma") -> CheckFailure | None:
+    """A failure unless the pragma's tokens ``words`` are an allow-listed name and at most a
+    count: one number, one name, or one parenthesised group without literals (``how`` opens the
+    detail). NVRTC 13 reads the count as an integral constant expression (``4``, ``N``,
+    ``(N + 1)``) and only warns (20170, "extra characters in the unroll pragma") on text after
+    it, so the screen refuses that text itself rather than relying on the warning; a count
+    written without parentheses as ``N + 1`` is refused too, for a simple rule."""
+    what = words[0].text if words and words[0].kind == "identifier" else ""
+    text = " ".join(w.text for w in words)
+    if what not in ALLOWED_PRAGMAS:
+        allowed = ", ".join(sorted(ALLOWED_PRAGMAS))
+        return _at(tok, "pragma", f"{how} {text!r}, which is not allowed (only {allowed})")
+    count = words[1:]
+    if not count or (len(count) == 1 and count[0].kind in ("number", "identifier")):
         return None
-    allowed = ", ".join(sorted(ALLOWED_PRAGMAS))
-    return _at(tok, "pragma", f"pragma {text!r} is not allowed (only {allowed})")
+    if (
+        count[0].text == "("
+        and _closing(count, 0) == len(count) - 1
+        and all(t.kind != "literal" for t in count)
+    ):
+        return None
+    return _at(
+        tok, "pragma",
+        f"{how} {text!r}: only a count (a number, a name or a parenthesised constant "
+        f"expression) may follow {what}",
+    )  # fmt: skip
 
 
 def _at(tok: Token, check: str, detail: str) -> CheckFailure:

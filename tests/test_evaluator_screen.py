@@ -156,6 +156,49 @@ def test_text_the_compiler_could_read_otherwise_is_refused_by_name(code, check):
     assert failure.detail.startswith("line ")
 
 
+# Each form once carried a pragma past the allow-list (red-team finding 5): NVRTC executes the
+# prefixed literals; the others are the ways a non-literal _Pragma argument or a count's trailing
+# text could hide one.
+PRAGMA_BYPASSES = {
+    "wide_literal_message": '_Pragma(L"message(\\"x\\")")',
+    "wide_literal_diag_suppress": '_Pragma(L"nv_diag_suppress 177")',
+    "u8_literal": '_Pragma(u8"push_macro(\\"X\\")")',
+    "u16_literal": '_Pragma(u"message(\\"x\\")")',
+    "u32_literal": '_Pragma(U"message(\\"x\\")")',
+    "wide_literal_unroll": '_Pragma(L"unroll 4")',
+    "parenthesised_literal": '_Pragma(("once"))',
+    "two_literals": '_Pragma("unroll" " 4")',
+    "character_literal": "_Pragma('x')",
+    "bare_operator_called_later": '#define KV_P _Pragma\nKV_P("message(\\"x\\")")',
+    "operator_as_macro_argument": '#define KV_ID(x) x\nKV_ID(_Pragma)("once")',
+    "macro_parameter_argument": '#define KV_P(x) _Pragma(x)\nKV_P("message(\\"x\\")")',
+    "stringized_parameter_argument": '#define KV_P(x) _Pragma(#x)\nKV_P(message("x"))',
+    "macro_built_message": (
+        '#define KV_S(x) #x\n#define KV_P(x) _Pragma(KV_S(x))\nKV_P(message("hi"))'
+    ),
+    "seed_stringizer_message": '_Pragma(KV_STR(message("x")))',
+    "seed_stringizer_trailing_text": '_Pragma(KV_STR(unroll 4 "/etc/passwd"))',
+    "unclosed_invocation": "_Pragma(KV_STR(unroll 4)",
+    "invocation_then_more": "_Pragma(KV_STR(unroll 4) extra)",
+    "literal_unroll_trailing_text": '_Pragma("unroll 4 \\"/etc/passwd\\"")',
+    "literal_escape_in_text": '_Pragma("unroll \\n 4")',
+    "unroll_group_then_include": '#pragma unroll(4) include "/etc/passwd"',
+    "unroll_count_then_word": "#pragma unroll 4 extra",
+    "unroll_literal_count": '#pragma unroll "4"',
+    "unroll_group_with_literal": '#pragma unroll (sizeof("/etc/passwd"))',
+    "nounroll_trailing_text": "#pragma nounroll x y",
+    "unroll_expression_unparenthesised": "#pragma unroll TRSM_UNROLL + 1",
+}
+
+
+@pytest.mark.parametrize("code", PRAGMA_BYPASSES.values(), ids=PRAGMA_BYPASSES.keys())
+def test_every_pragma_form_outside_the_allow_list_is_a_pragma_failure(code):
+    failure = screen(_inject(code), SEED)
+    assert failure is not None and failure.check == "pragma", failure
+    line = int(failure.detail.removeprefix("line ").split(":")[0])
+    assert FIRST <= line <= FIRST + code.count("\n")  # the line of the injected _Pragma
+
+
 HARMLESS = {
     "comments_and_literals": (
         '// #include "x.h"\n/* #include "y.h" */\n'
@@ -169,6 +212,14 @@ HARMLESS = {
         "#pragma unroll\n#pragma unroll 4\n#  pragma unroll(2)\n#pragma nounroll"
     ),
     "pragma_operator_unroll": '_Pragma("unroll 4")',
+    "pragma_operator_unroll_group": '_Pragma("unroll (2 * TRSM_UNROLL)")',
+    "pragma_operator_nounroll": '_Pragma("nounroll")',
+    "pragma_unroll_counts": (
+        "#pragma unroll TRSM_UNROLL\n#pragma unroll (TRSM_UNROLL * (2 + 1))\n#pragma unroll 0x4u"
+    ),
+    "seed_stringizer_directly": "_Pragma(KV_STR(unroll 8))",
+    "seed_stringizer_across_lines": "_Pragma(KV_STR(unroll\n  8))",
+    "own_unroll_macro": "#define KV_UNROLL2(n) _Pragma(KV_STR(unroll n))\nKV_UNROLL2(2)",
     "seed_unroll_macro": "KV_UNROLL(4)",
     "stringizing_in_macro": "#define KV_S(x) #x",
     "null_directive": "#\n",

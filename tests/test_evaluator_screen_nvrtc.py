@@ -90,3 +90,49 @@ def test_non_ascii_identifier_is_an_nvrtc_error_and_a_screen_error():
     assert "unrecognized token" in _nvrtc_log(_inject(code))
     failure = screen(_inject(code), SEED)
     assert failure is not None and failure.check == "non_ascii"
+
+
+RAN = "KERNEVO_PRAGMA_RAN"
+LOOP = "__device__ void kv_probe(int* a) {{\n{P}\n  for (int i = 0; i < 8; ++i) a[i] += 1;\n}}"
+# (pragma, a fragment of NVRTC's log, whether it is there, the screen's check): what NVRTC does
+# with each _Pragma and unroll form the screen judges (red-team finding 5).
+PRAGMA_READINGS = {
+    "wide_literal_runs": (f'_Pragma(L"message(\\"{RAN}\\")")', RAN, True, "pragma"),
+    "u8_literal_runs": (f'_Pragma(u8"message(\\"{RAN}\\")")', RAN, True, "pragma"),
+    "u16_literal_runs": (f'_Pragma(u"message(\\"{RAN}\\")")', RAN, True, "pragma"),
+    "parenthesised_literal_is_an_error": (
+        f'_Pragma(("message(\\"{RAN}\\")"))',
+        "expected a string literal",
+        True,
+        "pragma",
+    ),
+    "plain_literal_message_runs": (f'_Pragma("message(\\"{RAN}\\")")', RAN, True, "pragma"),
+    "unroll_trailing_text_only_warns": (
+        '#pragma unroll(4) include "/etc/passwd"',
+        "extra characters",
+        True,
+        "pragma",
+    ),
+    "unroll_count_then_word_only_warns": (
+        "#pragma unroll 4 extra",
+        "extra characters",
+        True,
+        "pragma",
+    ),
+    "unroll_parenthesised_count": ("#pragma unroll (4)", "unroll", False, None),
+    "unroll_group_expression": ("#pragma unroll (KV_WARP / 8)", "unroll", False, None),
+    "unroll_name_count": ("#pragma unroll KV_WARP", "unroll", False, None),
+    "seed_stringizer": ("_Pragma(KV_STR(unroll 4))", "unroll", False, None),
+    "literal_unroll_group": ('_Pragma("unroll (4)")', "unroll", False, None),
+}
+
+
+@pytest.mark.parametrize(
+    ("pragma", "fragment", "present", "check"), PRAGMA_READINGS.values(), ids=PRAGMA_READINGS.keys()
+)
+def test_nvrtc_and_the_screen_on_pragma_forms(pragma: str, fragment: str, present: bool, check):
+    source = _inject(LOOP.format(P=pragma))
+    log = _nvrtc_log(source)
+    assert (fragment in log) == present, log[:800]
+    failure = screen(source, SEED)
+    assert (failure.check if failure else None) == check, failure
