@@ -16,9 +16,22 @@ Format ``kernevo.certificate.v2`` (written now) differs from ``v1`` (promotions 
 ``noise_floor`` (relative, 0.03 = 3 %) replaces v1's ``noise_floor_us`` (always null), and v2
 adds ``sanitizer_shapes``, ``input_scales``, per-shape speedup interval, noise floor,
 faster-than-baseline verdict and plausibility floor. A v1 document still parses, as a
-certificate whose v2-only fields are ``None`` or empty (not recorded); hash the document as
-served (:func:`certificate_sha256`), never a parsed certificate re-serialized, since a parsed v1
+certificate whose v2-only fields are ``None`` or empty (not recorded), but only as v1 was
+written: a v1 document carrying a v2 field is refused. Hash the document as served
+(:func:`certificate_sha256`), never a parsed certificate re-serialized, since a parsed v1
 document re-serializes in the v2 layout.
+
+A signed certificate is a statement, so the schema refuses one that says nothing or
+contradicts itself (red-team finding 6): integers are integers (no ``"64"``, ``true`` or
+``64.0``), numbers finite (JSON has no NaN; the API's response encoder raises on one), times and
+ratios non-negative, each timing's ``speedup`` the ratio of its medians and inside its interval,
+a "faster" verdict backed by that interval and floor, a median not below its plausibility
+floor, the certificate's noise floor the worst shape's; shapes within 1..:data:`MAX_DIM`; every
+list capped (:data:`MAX_SEEDS` …: a few times what a verification draws, so parsing the largest
+allowed certificate stays in milliseconds); ``checks_passed`` must name the checks every
+passing verification of its format runs (:data:`REQUIRED_CHECKS`), and each sanitizer tool and
+input scale it lists must come with the check that ran it; a blank version reads as not
+recorded.
 
 This module imports only pydantic and the standard library, so the loader can parse a
 certificate.
@@ -28,14 +41,67 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 CERTIFICATE_FORMAT = "kernevo.certificate.v2"
 CERTIFICATE_V1 = "kernevo.certificate.v1"
+
+# The checks every verification that passed ran, by format: v2's are the pipeline's checks for
+# a report that is ok (evaluator.certificate.PIPELINE_CHECKS, docs/CONTRACTS.md) and the two
+# champion checks verify_champion always runs before the sanitizers; v1 named stages instead.
+REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
+    CERTIFICATE_FORMAT: (
+        "screen", "compile", "device_global_state", "launch_geometry", "non_finite_output",
+        "out_of_bounds_write", "input_modified", "scaled_residual", "forward_error",
+        "replayed_result", "timed_output", "recheck_after_timing", "held_out_shapes",
+        "determinism",
+    ),
+    CERTIFICATE_V1: (
+        "screen", "compile", "contract", "quick", "verify", "time", "held_out_shapes",
+        "determinism",
+    ),
+}  # fmt: skip
+SANITIZER_TOOL_NAMES = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+# Bounds, each a few times what a verification produces, so that a signed document cannot make
+# the loader spend seconds parsing it (2,000,000 seeds took 2.1 s before the caps):
+MAX_DIM = 65536  # a TRSM dimension; trsm_small's envelope is 64, cuBLAS's int32 API far above
+MAX_SEEDS = 256  # a verification draws about ten seeds (evaluator.pipeline, evaluator.champion)
+MAX_SHAPES = 1024  # a verification runs tens; the largest certificate stays ~0.4 MB, inside
+# the loader's 1 MiB metadata cap (kernevo.client.MAX_METADATA_BYTES) beside the source
+MAX_TIMINGS = 256  # one per timed shape (trsm_small times 3)
+MAX_CHECKS = 128  # about 25 check names exist
+MAX_SCALES = 256  # up to 39 powers of two (complex128's swept bands, evaluator.inputs)
+MAX_STATEMENTS = 64  # not_verified has about ten statements
+MAX_STATEMENT_CHARS = 2000  # the longest statement is about 300 characters
+
+Dim = Annotated[StrictInt, Field(ge=1, le=MAX_DIM)]
+Shape = tuple[Dim, Dim]
+Shapes = Annotated[list[Shape], Field(max_length=MAX_SHAPES)]
+Seeds = Annotated[list[Annotated[StrictInt, Field(ge=0, lt=2**63)]], Field(max_length=MAX_SEEDS)]
+NonNegative = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
+CheckName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+SanitizerTool = Literal["memcheck", "racecheck", "synccheck", "initcheck"]
+# A version as the tools print it ("580.95.05", "13.0", "2025.3.1.0"); blank reads as None.
+Version = Annotated[StrictStr, Field(pattern=r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,63}$")] | None
+Statement = Annotated[StrictStr, Field(min_length=1, max_length=MAX_STATEMENT_CHARS)]
 
 # The v2 fields a v1 document lacks, with what they read as (not recorded).
 _V2_ONLY: dict[str, Any] = {
@@ -43,37 +109,118 @@ _V2_ONLY: dict[str, Any] = {
     "input_scales": [],
     "noise_floor": None,
 }
-_V2_TIMING_ONLY = (
-    "speedup_low", "speedup_high", "noise_floor", "faster_than_baseline", "plausibility_floor_us"
+_VERSION_FIELDS = (
+    "sanitizer_version", "nvidia_driver_version", "cuda_driver_api_version",
+    "cuda_runtime_version", "nvrtc_version",
 )  # fmt: skip
 
 
-class ShapeTimingSummary(BaseModel):
+def _blank_is_none(value: Any) -> Any:
+    """A version string stripped, and ``None`` when nothing is left (" " is not a version)."""
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
+
+
+class _TimingBase(BaseModel):
+    """The timing fields both formats have, and how they must agree."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    m: Dim
+    n: Dim
+    median_us: NonNegative
+    iqr_us: NonNegative
+    baseline_median_us: NonNegative
+    baseline_iqr_us: NonNegative
+    speedup: NonNegative
+
+    @model_validator(mode="after")
+    def _speedup_is_the_ratio(self) -> _TimingBase:
+        """``speedup`` is baseline median / median (``evaluator.report.ShapeTiming.speedup``,
+        0 for a zero median); JSON round-trips floats exactly, so equality up to rounding."""
+        ratio = self.baseline_median_us / self.median_us if self.median_us > 0 else 0.0
+        if not math.isclose(self.speedup, ratio, rel_tol=1e-12):
+            raise ValueError(f"speedup {self.speedup} is not baseline / median = {ratio}")
+        return self
+
+
+class ShapeTimingSummary(_TimingBase):
     """Device time per call (µs) at one timed shape: medians and interquartile ranges, the
     speedup (baseline median / candidate median) and, where the evaluation measured them, its
     interval, the relative noise floor (0.03 = two timings of one kernel disagree by 3 %),
     whether the speedup beats that floor, and the plausibility floor (the least time per call
-    the GPU allows for this shape). ``None``: not measured (every v1 certificate)."""
+    the GPU allows for this shape). ``None``: not measured (every v1 certificate).
+
+    Must hold: ``speedup_low <= speedup <= speedup_high`` where both ends are present;
+    ``faster_than_baseline`` true only with ``speedup_low > 1 + noise_floor`` (its definition,
+    ``evaluator.noise.is_faster``); ``median_us >= plausibility_floor_us`` (a report below it
+    failed ``implausible_time``)."""
+
+    speedup_low: Positive | None
+    speedup_high: Positive | None
+    noise_floor: NonNegative | None
+    faster_than_baseline: StrictBool | None
+    plausibility_floor_us: Positive | None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ShapeTimingSummary:
+        low, high = self.speedup_low, self.speedup_high
+        if low is not None and high is not None and not low <= self.speedup <= high:
+            raise ValueError(f"speedup {self.speedup} outside its interval [{low}, {high}]")
+        if self.faster_than_baseline and (
+            low is None or self.noise_floor is None or not low > 1 + self.noise_floor
+        ):
+            raise ValueError("faster_than_baseline without speedup_low > 1 + noise_floor")
+        floor = self.plausibility_floor_us
+        if floor is not None and self.median_us < floor:
+            raise ValueError(f"median {self.median_us} us below its plausibility floor {floor}")
+        return self
+
+
+class _TimingV1(_TimingBase):
+    """A v1 timing: only the fields v1 had."""
+
+
+class _CertificateBase(BaseModel):
+    """The fields both formats have, with their bounds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    m: int
-    n: int
-    median_us: float
-    iqr_us: float
-    baseline_median_us: float
-    baseline_iqr_us: float
-    speedup: float
-    speedup_low: float | None
-    speedup_high: float | None
-    noise_floor: float | None
-    faster_than_baseline: bool | None
-    plausibility_floor_us: float | None
+    checks_passed: Annotated[list[CheckName], Field(min_length=1, max_length=MAX_CHECKS)]
+    input_seeds: Seeds
+    held_out_seeds: Seeds
+    verified_shapes: Shapes
+    held_out_shapes: Shapes
+    determinism_shapes: Shapes
+    sanitizer_tools: Annotated[list[SanitizerTool], Field(max_length=len(SANITIZER_TOOL_NAMES))]
+    gpu_name: Annotated[StrictStr, Field(pattern=r"^[^\x00-\x1f\x7f]{1,256}$")]
+    gpu_key: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")]
+    arch: Annotated[StrictStr, Field(pattern=r"^sm_[0-9]{2,3}[a-z]?$")]
+    cuda_driver_api_version: Version
+    cuda_runtime_version: Version
+    nvrtc_version: Version
+    not_verified: Annotated[list[Statement], Field(max_length=MAX_STATEMENTS)]
+
+    _blank_versions = field_validator(*_VERSION_FIELDS, mode="before", check_fields=False)(
+        _blank_is_none
+    )
 
 
-class Certificate(BaseModel):
-    """What a champion's verification ran and found (see the module doc for versions and
-    formats).
+class _CertificateV1(_CertificateBase):
+    """A v1 document exactly as v1 promotions wrote it (``model_dump`` of the v1 model: every
+    field present, the two unrecorded versions and ``noise_floor_us`` null); no v2 field."""
+
+    format: Literal["kernevo.certificate.v1"]
+    sanitizer_version: Version = None
+    nvidia_driver_version: Version = None
+    timings: Annotated[list[_TimingV1], Field(max_length=MAX_TIMINGS)]
+    noise_floor_us: None = None
+
+
+class Certificate(_CertificateBase):
+    """What a champion's verification ran and found (see the module doc for versions, formats
+    and what the schema refuses).
 
     ``checks_passed`` names only checks that ran and passed (built from the report, never a
     fixed list). ``input_seeds`` are the seeds of the evaluation's random inputs in the order
@@ -81,53 +228,76 @@ class Certificate(BaseModel):
     held-out shapes, drawn after scoring. ``sanitizer_shapes`` maps each compute-sanitizer tool
     to the shapes it ran on; ``input_scales`` the factors s of the scaled inputs
     (A = s·A0, B = s·B0) the evaluation checked, empty when none.
+
+    Raises (``model_validate``, construction):
+        pydantic.ValidationError: a field missing, mistyped, out of its bounds, or fields that
+            contradict each other (module doc).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     format: Literal["kernevo.certificate.v1", "kernevo.certificate.v2"] = CERTIFICATE_FORMAT
-    checks_passed: list[str]
-    input_seeds: list[int]
-    held_out_seeds: list[int]
-    verified_shapes: list[tuple[int, int]]
-    held_out_shapes: list[tuple[int, int]]
-    determinism_shapes: list[tuple[int, int]]
-    sanitizer_tools: list[str]
-    sanitizer_version: str | None
-    sanitizer_shapes: dict[str, list[tuple[int, int]]]
-    gpu_name: str
-    gpu_key: str
-    arch: str
-    nvidia_driver_version: str | None
-    cuda_driver_api_version: str | None
-    cuda_runtime_version: str | None
-    nvrtc_version: str | None
-    timings: list[ShapeTimingSummary]
-    noise_floor: float | None
-    input_scales: list[float]
-    not_verified: list[str]
+    sanitizer_version: Version
+    sanitizer_shapes: dict[SanitizerTool, Shapes]
+    nvidia_driver_version: Version
+    timings: Annotated[list[ShapeTimingSummary], Field(max_length=MAX_TIMINGS)]
+    noise_floor: NonNegative | None
+    input_scales: Annotated[list[Positive], Field(max_length=MAX_SCALES)]
 
     @model_validator(mode="before")
     @classmethod
     def _read_v1(cls, data: Any) -> Any:
-        """A v1 document as a certificate: its always-null ``noise_floor_us`` dropped, the v2
-        fields it lacks set to "not recorded". A v2 document must carry every field."""
+        """A v1 document, checked as v1 (:class:`_CertificateV1`), as a certificate: its
+        always-null ``noise_floor_us`` dropped, the v2 fields it lacks set to "not recorded".
+        A v2 document must carry every field."""
         if not isinstance(data, Mapping) or data.get("format") != CERTIFICATE_V1:
             return data
-        if data.get("noise_floor_us") is not None:
-            raise ValueError("a v1 certificate's noise_floor_us is always null")
-        upgraded = {k: v for k, v in data.items() if k != "noise_floor_us"}
-        for name, value in _V2_ONLY.items():
-            upgraded.setdefault(name, value)
-        for name in ("sanitizer_version", "nvidia_driver_version"):
-            upgraded.setdefault(name, None)
-        timings = upgraded.get("timings")
-        if isinstance(timings, list):
-            upgraded["timings"] = [
-                {**{name: None for name in _V2_TIMING_ONLY}, **t} if isinstance(t, Mapping) else t
-                for t in timings
-            ]
+        try:
+            v1 = _CertificateV1.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ValueError(f"v1 certificate: {where}: {first['msg']}") from None
+        upgraded = v1.model_dump(exclude={"noise_floor_us"})
+        upgraded.update(_V2_ONLY)
+        upgraded["timings"] = [
+            {**t, "speedup_low": None, "speedup_high": None, "noise_floor": None,
+             "faster_than_baseline": None, "plausibility_floor_us": None}
+            for t in upgraded["timings"]
+        ]  # fmt: skip
         return upgraded
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Certificate:
+        """The checks its format requires are claimed, each tool and scale comes with its
+        check, and the noise floor is the worst shape's (module doc)."""
+        claimed = set(self.checks_passed)
+        if len(claimed) != len(self.checks_passed):
+            raise ValueError("checks_passed names a check twice")
+        if missing := [c for c in REQUIRED_CHECKS[self.format] if c not in claimed]:
+            raise ValueError(f"checks_passed lacks checks every verification runs: {missing}")
+        if len(set(self.sanitizer_tools)) != len(self.sanitizer_tools):
+            raise ValueError("sanitizer_tools names a tool twice")
+        if unclaimed := [t for t in self.sanitizer_tools if f"sanitizer_{t}" not in claimed]:
+            raise ValueError(f"sanitizer_tools {unclaimed} without their sanitizer_ checks")
+        if self.format == CERTIFICATE_FORMAT and set(self.sanitizer_tools) != set(
+            self.sanitizer_shapes
+        ):
+            raise ValueError("sanitizer_tools and the tools of sanitizer_shapes differ")
+        if self.input_scales and "scale_invariance" not in claimed:
+            raise ValueError("input_scales without the scale_invariance check")
+        floors = [t.noise_floor for t in self.timings if t.noise_floor is not None]
+        worst = max(floors) if self.timings and len(floors) == len(self.timings) else None
+        if self.noise_floor != worst:
+            raise ValueError(f"noise_floor {self.noise_floor} is not the worst shape's ({worst})")
+        return self
+
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every shape the certificate says something was run at (verified, held out,
+        determinism, sanitizer, timed)."""
+        return [
+            *self.verified_shapes, *self.held_out_shapes, *self.determinism_shapes,
+            *(shape for shapes in self.sanitizer_shapes.values() for shape in shapes),
+            *((t.m, t.n) for t in self.timings),
+        ]  # fmt: skip
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON document stored with the champion and served (tuples become lists)."""
@@ -170,8 +340,15 @@ def _timing_line(t: ShapeTimingSummary) -> str:
 
 
 def canonical_json(document: Mapping[str, Any]) -> bytes:
-    """``document`` as canonical JSON: sorted keys, no spaces, UTF-8."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """``document`` as canonical JSON: sorted keys, no spaces, UTF-8.
+
+    Raises:
+        ValueError: a NaN or infinite float (JSON has none; Python would write ``NaN``, which
+            the API's response encoder and strict JSON parsers refuse).
+    """
+    text = json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return text.encode("utf-8")
 
 

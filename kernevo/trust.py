@@ -13,10 +13,16 @@ Every champion the loader is about to use, fetched or read from its disk cache, 
    swapped; or it was signed under an older payload format than
    ``kernevo.signature.PAYLOAD_FORMAT``).
 6. ``no_certificate``: the signed champion carries no certificate, or one that does not parse
-   as ``kernevo.certificate.Certificate`` (v1 or v2): nothing says what its verification
-   covered. (A certificate changed after signing fails step 5: the signature covers its
-   sha256.)
-7. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
+   as ``kernevo.certificate.Certificate`` (v1 or v2; the schema refuses a certificate that says
+   nothing or contradicts itself, and one holding NaN or Infinity, which no JSON hashes):
+   nothing says what its verification covered. (A certificate changed after signing fails
+   step 5: the signature covers its sha256.)
+7. ``certificate_mismatch``: the certificate parses but is about another kernel than the one it
+   is served with: another GPU, architecture or NVRTC version, or shapes outside the
+   champion's envelope (:func:`certificate_mismatch`). A check of its own, not
+   ``no_certificate``: a signer signed both, so it is a signer's bug or a certificate moved
+   between champions, and an operator should see which.
+8. ``not_in_lock_file`` / ``lock_digest_differs``: with a lock file, the key is not pinned or
    pinned to another cubin or payload.
 
 ``require_same_toolkit`` (``KERNEVO_REQUIRE_SAME_TOOLKIT``) is not a check of the champion but
@@ -52,6 +58,7 @@ RefusalCheck = Literal[
     "unknown_key",
     "bad_signature",
     "no_certificate",
+    "certificate_mismatch",
     "not_in_lock_file",
     "lock_digest_differs",
     "compile_option",
@@ -100,18 +107,20 @@ class TrustPolicy:
         public_raw = self.keys.get(champion.signing_key_id.lower())
         if public_raw is None:
             return Refusal("unknown_key", f"signed by unknown key {champion.signing_key_id}")
-        if not signature_valid(public_raw, champion_payload(champion), champion.signature):
+        try:
+            payload = champion_payload(champion)
+        except ValueError:  # the certificate holds NaN or Infinity: no JSON hashes it
+            return Refusal("no_certificate", "no certificate: unreadable (NaN or Infinity)")
+        if not signature_valid(public_raw, payload, champion.signature):
             return Refusal("bad_signature", f"bad signature (key {champion.signing_key_id})")
         if champion.certificate is None:
             return Refusal("no_certificate", "no certificate")
         try:
-            Certificate.model_validate(champion.certificate)
+            certificate = Certificate.model_validate(champion.certificate)
         except ValidationError as error:
-            return Refusal(
-                "no_certificate",
-                f"no certificate: unreadable ({error.error_count()} problems, first at "
-                f"{'.'.join(str(part) for part in error.errors()[0]['loc']) or 'top level'})",
-            )
+            return Refusal("no_certificate", f"no certificate: unreadable ({_first(error)})")
+        if mismatch := certificate_mismatch(certificate, champion):
+            return Refusal("certificate_mismatch", f"certificate of another kernel: {mismatch}")
         if self.lock is not None:
             return self._check_lock(self.lock, champion)
         return None
@@ -130,6 +139,37 @@ class TrustPolicy:
                     f"lock file digest differs: {name} {have[:12]}…, {lock.path} pins {want[:12]}…",
                 )
         return None
+
+
+def _first(error: ValidationError) -> str:
+    """``"N problems, first at <field>: <message>"`` for a refusal's detail."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "top level"
+    return f"{error.error_count()} problems, first at {where}: {first['msg'][:160]}"
+
+
+def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> str:
+    """What ``certificate`` says that contradicts the ``champion`` it is served with, as one
+    clause (``""`` when nothing does): another GPU (``gpu_key`` against the champion's
+    ``gpu``), another architecture, another NVRTC version (when both record one), or a shape
+    outside the champion's envelope (the loader dispatches only inside it, and verification ran
+    only there). A certificate has no dtype field; its ``not_verified`` names the dtype in prose.
+    """
+    clauses = []
+    if certificate.gpu_key != champion.gpu:
+        clauses.append(f"GPU {certificate.gpu_key}, champion for {champion.gpu}")
+    if certificate.arch != champion.arch:
+        clauses.append(f"arch {certificate.arch}, champion built for {champion.arch}")
+    verified, built = certificate.nvrtc_version, (champion.nvrtc_version or "").strip()
+    if verified and built and verified != built:
+        clauses.append(f"NVRTC {verified}, champion compiled by {built}")
+    envelope = champion.envelope
+    if outside := sorted({s for s in certificate.shapes() if not envelope.contains(*s)}):
+        clauses.append(
+            f"shapes {outside[:3]} outside the envelope m <= {envelope.m_max}, "
+            f"n <= {envelope.n_max}"
+        )
+    return "; ".join(clauses)
 
 
 def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:

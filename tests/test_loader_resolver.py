@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
 from kernevo.cache import ChampionCache
-from kernevo.certificate import Certificate
+from kernevo.certificate import CERTIFICATE_FORMAT, REQUIRED_CHECKS, Certificate
 from kernevo.client import ChampionKernel, service_fetcher
 from kernevo.device import GpuInfo, nvidia_driver_version, parse_nvrm_version
 from kernevo.keys import public_raw_of
@@ -57,7 +57,7 @@ def on_device(x: np.ndarray) -> DeviceArray:
 def certificate_json(**changes: Any) -> dict[str, Any]:
     """A v2 certificate as a promotion stores it (kernevo.certificate), with ``changes``."""
     certificate = Certificate(
-        checks_passed=["screen", "compile", "scaled_residual", "held_out_shapes"],
+        checks_passed=[*REQUIRED_CHECKS[CERTIFICATE_FORMAT], "sanitizer_memcheck"],
         input_seeds=[11, 12, 13, 14, 15],
         held_out_seeds=[21, 22, 23],
         verified_shapes=[(64, 64)],
@@ -95,7 +95,17 @@ def champion_json(
 ) -> dict[str, Any]:
     """The body of ``GET /v1/kernels/best`` as CONTRACTS.md specifies it, signed by ``signer``
     (``None``: unsigned, as an older service or an unsigned promotion sends it), with
-    ``certificate`` (default :func:`certificate_json`)."""
+    ``certificate`` (default :func:`certificate_json` for this GPU and arch, its shapes clipped to
+    the envelope, as a verification inside it would have run them)."""
+    if certificate is None:
+        document = certificate_json(gpu_key=gpu, arch=arch)
+        for name in ("verified_shapes", "held_out_shapes", "determinism_shapes"):
+            document[name] = [[min(m, m_max), min(n, n_max)] for m, n in document[name]]
+        document["sanitizer_shapes"] = {
+            tool: [[min(m, m_max), min(n, n_max)] for m, n in shapes]
+            for tool, shapes in document["sanitizer_shapes"].items()
+        }
+        certificate = document
     body = {
         "path": "trsm_small",
         "dtype": dtype,
@@ -113,7 +123,7 @@ def champion_json(
         "envelope": {"m_max": m_max, "n_max": n_max, "verified_shapes": [[64, 64]]},
         "metrics": {"combined_score": 1.5},
         "promoted_at": "2025-01-01T00:00:00Z",
-        "certificate": certificate_json() if certificate is None else certificate,
+        "certificate": certificate,
     }
     return body if signer is None else sign_body(body, signer)
 

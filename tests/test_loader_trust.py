@@ -31,6 +31,7 @@ from test_loader_resolver import (
 )
 
 from kernevo.cache import payload_sha256
+from kernevo.certificate import CERTIFICATE_V1, REQUIRED_CHECKS
 from kernevo.client import ChampionKernel
 from kernevo.keys import public_raw_of
 from kernevo.lockfile import LockFile, write_lock_file
@@ -345,8 +346,15 @@ def without_certificate() -> dict[str, Any]:
 
 
 def v1_certificate() -> dict[str, Any]:
-    """A certificate stored by a promotion before issue 6 (format v1)."""
-    document = certificate_json(format="kernevo.certificate.v1", noise_floor_us=None)
+    """A certificate stored by a promotion before issue 6 (format v1: stage names, the two
+    unrecorded versions and ``noise_floor_us`` null, no v2 field)."""
+    document = certificate_json(
+        format="kernevo.certificate.v1",
+        checks_passed=[*REQUIRED_CHECKS[CERTIFICATE_V1], "sanitizer_memcheck"],
+        sanitizer_version=None,
+        nvidia_driver_version=None,
+        noise_floor_us=None,
+    )
     for name in ("sanitizer_shapes", "input_scales", "noise_floor"):
         del document[name]
     return document
@@ -411,6 +419,73 @@ def test_a_v1_certificate_of_an_older_promotion_is_accepted(tmp_path: Path) -> N
     assert (decision.route, decision.reason) == ("kernel", "champion program 17 from service")
 
 
+def _signed_with(**changes: Any) -> ChampionKernel:
+    """A champion signed as a promotion signs, its certificate changed by ``changes`` first."""
+    body = champion_json(signer=None)
+    body["certificate"] = {**body["certificate"], **changes}
+    return _champion(sign_body(body, SIGNER))
+
+
+@pytest.mark.parametrize(
+    ("changes", "where"),
+    [
+        ({"checks_passed": []}, "checks_passed"),
+        ({"checks_passed": ["screen", "compile"]}, "top level"),  # the core checks missing
+        ({"input_seeds": [True, False]}, "input_seeds.0"),
+        ({"verified_shapes": [["64", "64"]]}, "verified_shapes.0.0"),
+        ({"verified_shapes": [[-1, 10**30]]}, "verified_shapes.0.0"),
+        ({"input_seeds": list(range(2_000))}, "input_seeds"),
+        ({"nvrtc_version": "13.0", "format": "kernevo.certificate.v1"}, "top level"),
+    ],
+    ids=["no checks", "core checks missing", "bool seeds", "string shape", "absurd shape",
+         "seeds over the cap", "v1 carrying v2 fields"],
+)  # fmt: skip
+def test_a_signed_certificate_that_says_nothing_is_no_certificate(
+    changes: dict[str, Any], where: str
+) -> None:
+    refusal = TRUST.check(_signed_with(**changes))
+
+    assert refusal is not None and refusal.check == "no_certificate"
+    assert f"first at {where}" in refusal.detail, refusal.detail
+
+
+def test_a_certificate_holding_nan_is_no_certificate_and_no_crash() -> None:
+    """No JSON hashes NaN, so no payload can be computed: refused before the signature (an older
+    signer could have signed the ``NaN`` Python writes; the API could not have served it)."""
+    body = champion_json()
+    body["certificate"] = {**body["certificate"], "noise_floor": float("nan")}
+
+    refusal = TRUST.check(_champion(body))
+
+    assert refusal is not None and refusal.check == "no_certificate"
+    assert refusal.detail == "no certificate: unreadable (NaN or Infinity)"
+
+
+@pytest.mark.parametrize(
+    ("changes", "clause"),
+    [
+        ({"gpu_key": "nvidia-a100"}, "GPU nvidia-a100, champion for nvidia-h200"),
+        ({"arch": "sm_80"}, "arch sm_80, champion built for sm_90"),
+        ({"nvrtc_version": "12.4"}, "NVRTC 12.4, champion compiled by 13.0"),
+        ({"verified_shapes": [[64, 64], [65, 64]]}, "shapes [(65, 64)] outside the envelope"),
+        ({"sanitizer_shapes": {"memcheck": [[1, 128]]}}, "shapes [(1, 128)] outside"),
+    ],
+    ids=["gpu", "arch", "nvrtc", "verified shape", "sanitizer shape"],
+)
+def test_a_certificate_of_another_kernel_is_a_certificate_mismatch(
+    tmp_path: Path, changes: dict[str, Any], clause: str
+) -> None:
+    body = champion_json(signer=None)
+    body["certificate"] = {**body["certificate"], **changes}
+    h = Harness(FakeService(body=sign_body(body, SIGNER)), tmp_path)
+
+    decision = refused_to_cublas(h)
+
+    assert checks(decision) == [("service", "certificate_mismatch")]
+    assert "certificate of another kernel: " in decision.reason and clause in decision.reason
+    assert cache_is_empty(tmp_path)
+
+
 def test_the_lock_file_commands_skip_a_champion_without_a_certificate(tmp_path: Path) -> None:
     champion = ChampionKernel.from_payload(without_certificate(), CUBIN)
 
@@ -450,7 +525,7 @@ def test_a_key_missing_from_the_lock_file_is_refused(tmp_path: Path) -> None:
     ("served", "digest"),
     [
         (champion_json(program_id=18, cubin=b"\x7fELF a newer signed champion"), "cubin_sha256"),
-        (champion_json(m_max=32), "payload_sha256"),  # same cubin, another envelope
+        (champion_json(m_max=128), "payload_sha256"),  # same cubin, another envelope
     ],
     ids=["newer cubin", "same cubin, other envelope"],
 )
