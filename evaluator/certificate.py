@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from evaluator.champion import SANITIZER_SHAPE, SANITIZER_TOOLS, ChampionReport
+from evaluator.inputs import SCALE_EXPONENTS, SWEEP_SHAPE
 from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
 from seeds.spec import PathSpec
@@ -90,6 +91,44 @@ def _power_of_two(scale: float) -> str:
     return f"2^{exponent - 1} ({scale:.3g})" if mantissa == 0.5 else f"{scale:g}"
 
 
+def _scales_in_words(scales: list[float], dtype: str) -> str:
+    """``scales`` ascending, a run of three or more consecutive powers of two as one range
+    (``2^60 to 2^64 (every power of two between: 1.15e+18 to 1.84e+19)``), and where they were
+    checked when the list holds more than the per-shape extremes
+    (``evaluator.inputs.SCALE_EXPONENTS``, at every shape; the rest at ``SWEEP_SHAPE``)."""
+    words: list[str] = []
+    run: list[tuple[int, float]] = []  # consecutive exact powers of two: (exponent, scale)
+
+    def close_run() -> None:
+        if len(run) >= 3:
+            (low, s_low), (high, s_high) = run[0], run[-1]
+            words.append(
+                f"2^{low} to 2^{high} (every power of two between: {s_low:.3g} to {s_high:.3g})"
+            )
+        else:
+            words.extend(_power_of_two(scale) for _, scale in run)
+        run.clear()
+
+    for scale in sorted(scales):
+        mantissa, exponent = math.frexp(scale)
+        if run and (mantissa != 0.5 or exponent - 1 != run[-1][0] + 1):
+            close_run()
+        if mantissa == 0.5:
+            run.append((exponent - 1, scale))
+        else:
+            words.append(f"{scale:g}")
+    close_run()
+    text = ", ".join(words)
+    extremes = sorted(SCALE_EXPONENTS.get(dtype, ()))
+    if {2.0**e for e in extremes} < set(scales):
+        m, n = SWEEP_SHAPE
+        text += (
+            f" (2^{extremes[0]} and 2^{extremes[-1]} at every verified shape, the others at "
+            f"m={m} n={n})"
+        )
+    return text
+
+
 def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> list[str]:
     """Plain statements of what the verification in ``report`` did not cover."""
     assert report.gpu is not None
@@ -97,8 +136,8 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
     envelope = f"m <= {spec.envelope['m_max']}, n <= {spec.envelope['n_max']}"
     scales = [float(s) for s in report.input_scales]
     if "scale_invariance" in checks and scales:
-        scaled = "magnitudes other than those distributions scaled by " + ", ".join(
-            _power_of_two(s) for s in scales
+        scaled = "magnitudes other than those distributions scaled by " + _scales_in_words(
+            scales, report.dtype
         )
     else:
         scaled = "the same distributions scaled to other magnitudes (no scaled inputs checked)"

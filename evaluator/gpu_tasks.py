@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.checks.accuracy import check_solution
+from evaluator.checks.accuracy import check_solution, reference
 from evaluator.checks.containment import check_containment
 from evaluator.checks.integrity import (
     GUARD_ELEMENTS,
@@ -27,12 +27,13 @@ from evaluator.checks.metamorphic import check_relation, relations
 from evaluator.checks.replay import audit_partner, check_replayed, issue_pair
 from evaluator.checks.scaling import check_scale_invariance
 from evaluator.inputs import (
-    CONTAINMENT_ENTRY,
     SCALE_EXPONENTS,
+    SWEEP_SHAPE,
     Problem,
-    containment_problem,
+    containment_cases,
     make_problem,
     scaled_problem,
+    sweep_exponents,
 )
 from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape
@@ -130,31 +131,44 @@ def _located(failure: CheckFailure, where: str) -> CheckFailure:
     )
 
 
-def check_scaled(driver: Any, problem: Problem) -> CheckFailure | None:
-    """``problem`` scaled up and down by ``SCALE_EXPONENTS`` (X unchanged), each output judged on
-    the unscaled problem (``scale_invariance``); 2 solves."""
-    for exponent in SCALE_EXPONENTS[problem.b.dtype.name]:
+def check_scaled(
+    driver: Any, problem: Problem, exponents: tuple[int, ...] | None = None
+) -> CheckFailure | None:
+    """``problem`` scaled by 2^e for each e of ``exponents`` (default ``SCALE_EXPONENTS``, up and
+    down: 2 solves), X unchanged, each output judged on the unscaled problem, whose reference is
+    computed once (``scale_invariance``, the exponent in the detail)."""
+    exponents = SCALE_EXPONENTS[problem.b.dtype.name] if exponents is None else exponents
+    unscaled_reference = reference(problem.a, problem.b)
+    for exponent in exponents:
         scaled = scaled_problem(problem, exponent)
         failure, x = run_candidate(driver, scaled)
         if failure is None and x is not None:
-            failure = check_scale_invariance(problem, exponent, x)
+            failure = check_scale_invariance(problem, exponent, x, unscaled_reference)
         if failure:
             where = f"{scaled.kind} inputs, s = 2^{exponent}, seed {problem.seed}"
             return _located(failure, where)
     return None
 
 
+def check_scale_sweep(driver: Any, dtype: str, seed: int) -> CheckFailure | None:
+    """The exponents of ``inputs.sweep_exponents`` at ``inputs.SWEEP_SHAPE`` on the problem of
+    ``seed``: every integer exponent of the bands where the textbook complex division breaks
+    (22 solves in complex64, 37 in complex128), or 4 drawn from ``seed`` (float32, float64)."""
+    problem = make_problem(*SWEEP_SHAPE, dtype, seed)
+    return check_scaled(driver, problem, sweep_exponents(dtype, seed))
+
+
 def check_containment_cases(driver: Any, dtype: str, seed: int) -> CheckFailure | None:
-    """Issue 6's 64×8 containment case, A[40, 3] = +Inf and then NaN with B's column 0 zero:
-    rows 0–39 must pass the leading block's checks (``nonfinite_containment``); 2 solves."""
-    for value in (np.inf, np.nan):
-        problem = containment_problem(dtype, seed, value)
-        failure, x = run_candidate(driver, problem)
+    """The containment cases of ``inputs.containment_cases`` (issue 6's 64×8 case with
+    A[40, 3] = +Inf and B's column 0 zero first, then non-finite entries of A and of B at
+    positions drawn from ``seed``): the rows and columns that do not depend on the entry must
+    pass their checks (``nonfinite_containment``, the entry in the detail); 7 solves."""
+    for case in containment_cases(dtype, seed):
+        failure, x = run_candidate(driver, case.problem)
         if failure is None and x is not None:
-            failure = check_containment(problem, CONTAINMENT_ENTRY, x)
+            failure = check_containment(case.problem, case.entry, x, case.matrix)
         if failure:
-            r, c = CONTAINMENT_ENTRY
-            return _located(failure, f"containment inputs, A[{r}, {c}] = {value}, seed {seed}")
+            return _located(failure, f"containment inputs, {case.where()}, seed {seed}")
     return None
 
 
@@ -206,10 +220,12 @@ def verify(
     ``growth`` (the full verification and the champion's held-out shapes; not the quick check
     nor the re-check after timing, which stay cheap) adds the inputs of issue 6 part 3, all from
     the first seed: per shape, the growth case and the trap for m ≥ 16 and the first seed's
-    problem scaled up and down (``scale_invariance``); once, the containment cases
+    problem scaled up and down (``scale_invariance``); once, the scale sweep at
+    ``SWEEP_SHAPE`` (:func:`check_scale_sweep`, ``scale_invariance``), the containment cases
     (``nonfinite_containment``) and the metamorphic relations at :func:`relation_shapes`
-    (``metamorphic_*``). Extra solves: 2 per shape + 1 per shape with m ≥ 16 + 2 + 6 per
-    relation shape (49 on the 13 verification shapes, 30 on the 6 held-out ones).
+    (``metamorphic_*``). Extra solves: 2 per shape + 1 per shape with m ≥ 16 + the sweep (4
+    real, 22 complex64, 37 complex128) + 7 + 6 per relation shape (58, 76 and 91 on the 13
+    verification shapes; 39, 57 and 72 on the 6 held-out ones).
 
     Returns the first failure (or None) and the shapes that passed every per-shape check.
     """
@@ -229,7 +245,8 @@ def verify(
     if failure := check_pair(driver, *issue_pair(dtype)):
         return _located(failure, "audit pair of issue 6, 4x4"), passed
     if growth:
-        failure = check_containment_cases(driver, dtype, seeds[0])
+        failure = check_scale_sweep(driver, dtype, seeds[0])
+        failure = failure or check_containment_cases(driver, dtype, seeds[0])
         for m, n in relation_shapes(shapes):
             failure = failure or check_relations(driver, dtype, (m, n), seeds[0])
         if failure:

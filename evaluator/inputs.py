@@ -12,9 +12,10 @@ The strict upper triangle of A is filled with NaN: TRSM must never read it.
 
 Issue 6 part 3 adds inputs on which a kernel right on the drawn problems can still be wrong
 (each built from a bounded problem, so X stays O(1)): the same problem scaled by a power of two
-far up or down (:func:`scaled_problem`), a "trap" whose rows span a range the next lower
-precision cannot hold (``make_problem(kind="trap")``), and a problem with one non-finite entry
-of A and a zero column of B (:func:`containment_problem`).
+far up or down (:func:`scaled_problem`; the exponents: :data:`SCALE_EXPONENTS` at every shape,
+:func:`sweep_exponents` once), a "trap" whose rows span a range the next lower precision cannot
+hold (``make_problem(kind="trap")``), and problems with one non-finite entry of A or of B
+(:func:`containment_problem`; the cases of one evaluation: :func:`containment_cases`).
 
 Timing draws many bounded problems at once on the device (:func:`bounded_sets` with a
 :class:`CounterRng`), from the same distributions, so every timed call gets inputs of its own.
@@ -55,10 +56,12 @@ def _uniform(rng: Any, shape: tuple[int, ...], complex_: bool) -> Any:
     return rng.uniform(-1, 1, shape)
 
 
-# Exponents e of the exact scalings A = 2^e·A0, B = 2^e·B0 (X unchanged), up and down, per dtype.
-# Chosen so that the scaled problem stays finite and normal in the dtype with room to spare
-# (entries and products a·x down to 2^-20 of the problem's scale stay normal; sums of m products
-# stay below the maximum), while the shortcuts issue 6 found break:
+# Exponents e of the exact scalings A = 2^e·A0, B = 2^e·B0 (X unchanged), up and down, per dtype,
+# checked at every shape of a full verification (the extremes; :func:`sweep_exponents` adds the
+# exponents in between once, at SWEEP_SHAPE). Chosen so that the scaled problem stays finite and
+# normal in the dtype with room to spare (entries and products a·x down to 2^-20 of the
+# problem's scale stay normal; sums of m products stay below the maximum), while the shortcuts
+# issue 6 found break:
 # - complex64 2^67, 2^-76: |a|^2 of a diagonal entry (magnitude in [1, 2]) is >= 2^134 (float32
 #   overflows past 2^128) or <= 2^-150 (below the smallest float32 subnormal 2^-149), so the
 #   textbook division by |a|^2 gives NaN or 0 (issue 6: NaN at s = 1e20, 0 from the reciprocal).
@@ -73,6 +76,81 @@ SCALE_EXPONENTS: dict[str, tuple[int, int]] = {
     "complex64": (67, -76),
     "complex128": (532, -565),
 }
+# The shape at which the exponents of :func:`sweep_exponents` are checked, once per full
+# verification: ragged (two warps of 32 rows, the second holding one row) and cheap, one
+# reference for every exponent.
+SWEEP_SHAPE = (33, 2)
+# Complex dtypes: every integer exponent of these bands is swept, where the textbook division
+# x = b·conj(a)/|a|² goes wrong on some input. From the distributions (diagonal magnitudes |a| in
+# [1, 2], off-diagonals up to 1/sqrt(m), |X| < 2: measured at most 1.7 over 200 seeds of six
+# shapes up to 64×64), at scale s = 2^e the division sees d = |a|²·s² in [2^2e, 2^(2e+2)) and a
+# numerator b·conj(a) = |a|²·x·s² below 2^(2e+3) (b, updated, is a·x·s).
+# - Up, complex64 [60, 64]: the numerator can overflow float32 (past 2^128) from e = 63
+#   (2e + 3 >= 128) and d overflows for every diagonal entry from e = 64 (2^2e >= 2^128; NaN
+#   from Inf/Inf, or X = 0 from a reciprocal 1/d); 3 binades of margin below for variants whose
+#   intermediates are a few times larger. complex128 [508, 512]: the same past 2^1024 (e >= 511,
+#   every entry at e >= 512).
+# - Down, complex64 [-76, -60]: d is subnormal (below 2^-126) for some entry from e = -64
+#   (|a| near 1) and its rounding error (up to 2^-150 absolute) is then a relative error of
+#   2^(-150-2e) in x, past the forward-error bound (4·γ_(m+2) ~ 2^7 units of roundoff) from about
+#   e = -67; at e = -76, d < 2^-150 rounds to 0 for every entry (Inf, NaN). 4 binades of margin
+#   above, for numerators smaller than d (|x| < 1). complex128 [-539, -508]: subnormal below
+#   2^-1022 from e = -512, 0 below 2^-1075 for every entry from e = -539.
+# A kernel that takes the textbook path for |a| in some window and a safe one outside is caught
+# wherever its window meets a band: every integer exponent is swept (|a|·s spans a factor 2 at
+# each, so consecutive exponents leave no gap), the textbook path fails at the band's outer end
+# for every entry, and beyond it the extremes of SCALE_EXPONENTS fail it again.
+SCALE_BANDS: dict[str, tuple[tuple[int, int], ...]] = {
+    "complex64": ((-76, -60), (60, 64)),
+    "complex128": ((-539, -508), (508, 512)),
+}
+# Real dtypes: ranges from which :func:`sweep_exponents` draws exponents from the evaluation's
+# seed (one in each half of each range, so both ends are reached across evaluations), in
+# addition to the fixed extremes, so that a kernel tuned to pass two known exponents meets others.
+# - float64 [-900, -151] and [128, 900]: A leaves float32's range there (up, every diagonal
+#   entry, at 2^128 or more, overflows; down, every entry, below 2^(e+1) <= 2^-150, rounds to 0),
+#   so a float64 kernel that computes in float32, refined or not, gets Inf, NaN or 0 for x at
+#   every drawn exponent.
+# - float32 [-100, -76] and [64, 100]: the square of every diagonal entry overflows (2^2e >=
+#   2^128) or rounds to 0 (below 2^(2e+2) <= 2^-150), the complex64 bounds for a real |a|² (a
+#   reciprocal or a norm by squares); the extremes 2^±100 bound the range (see SCALE_EXPONENTS).
+SCALE_DRAW_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
+    "float32": ((-100, -76), (64, 100)),
+    "float64": ((-900, -151), (128, 900)),
+}
+_SWEEP_STREAM = 0x5CA1E
+
+
+def sweep_exponents(dtype: str, seed: int) -> tuple[int, ...]:
+    """The exponents e checked once per full verification at ``SWEEP_SHAPE``, ascending: every
+    integer of ``SCALE_BANDS[dtype]`` (complex dtypes: 22 for complex64, 37 for complex128), or
+    for the real dtypes one integer drawn from ``seed`` in each half of each range of
+    ``SCALE_DRAW_RANGES[dtype]`` (4).
+
+    Raises:
+        KeyError: unknown ``dtype``.
+    """
+    if dtype in SCALE_BANDS:
+        return tuple(e for lo, hi in SCALE_BANDS[dtype] for e in range(lo, hi + 1))
+    rng = np.random.default_rng([seed, _SWEEP_STREAM])
+    drawn = []
+    for lo, hi in SCALE_DRAW_RANGES[dtype]:
+        mid = (lo + hi) // 2
+        drawn += [int(rng.integers(lo, mid + 1)), int(rng.integers(mid + 1, hi + 1))]
+    return tuple(sorted(drawn))
+
+
+def scale_exponents(dtype: str, seed: int) -> tuple[int, ...]:
+    """Every exponent a full verification with first seed ``seed`` checks, ascending and
+    distinct: ``SCALE_EXPONENTS[dtype]`` (at every shape) and :func:`sweep_exponents` (at
+    ``SWEEP_SHAPE``). What a report lists as its ``input_scales`` (as 2^e).
+
+    Raises:
+        KeyError: unknown ``dtype``.
+    """
+    return tuple(sorted(set(SCALE_EXPONENTS[dtype]) | set(sweep_exponents(dtype, seed))))
+
+
 # Row exponents of the trap (each row of a bounded problem scaled by one of them, A's and B's
 # alike, so X is the bounded X exactly), per dtype. float64/complex128: 2^-135 is subnormal in
 # float32 (at most 15 of its 24 bits kept) and 2^100 leaves float32 7 binades of headroom, a span
@@ -152,24 +230,104 @@ def containment_problem(
     shape: tuple[int, int] = CONTAINMENT_SHAPE,
     entry: tuple[int, int] = CONTAINMENT_ENTRY,
     zero_columns: tuple[int, ...] = (0,),
+    matrix: str = "A",
 ) -> Problem:
-    """A bounded problem with ``zero_columns`` of B set to 0 and A[``entry``] = ``value``
-    (+Inf or NaN), kind ``containment``. Rows of X above ``entry``'s row do not depend on it
-    (``evaluator.checks.containment``); in a zero column x = 0 above it, so Inf·0 = NaN is
-    what a kernel that multiplies instead of skipping spreads there.
+    """A bounded problem with ``zero_columns`` of B set to 0 and then the ``entry`` of
+    ``matrix`` ("A" or "B") set to ``value`` (±Inf or NaN), kind ``containment``. Rows of X that
+    do not depend on it (``evaluator.checks.containment``) must come out as without it; in a zero
+    column x = 0 above an entry of A, so Inf·0 = NaN is what a kernel that multiplies instead of
+    skipping spreads there.
 
     Raises:
-        ValueError: ``entry`` not in the strict lower triangle.
+        ValueError: ``entry`` not in the strict lower triangle of A, or not in B; ``matrix``
+            neither "A" nor "B".
     """
     m, n = shape
     row, col = entry
-    if not 0 <= col < row < m:
+    if matrix == "A" and not 0 <= col < row < m:
         raise ValueError(f"entry {entry} is not in the strict lower triangle of a {m}x{m} A")
+    if matrix == "B" and not (0 <= row < m and 0 <= col < n):
+        raise ValueError(f"entry {entry} is not in a {m}x{n} B")
+    if matrix not in ("A", "B"):
+        raise ValueError(f"matrix must be 'A' or 'B', not {matrix!r}")
     base = make_problem(m, n, dtype, seed)
     a, b = base.a.copy(order="F"), base.b.copy(order="F")
-    a[row, col] = value
     b[:, list(zero_columns)] = 0
+    (a if matrix == "A" else b)[row, col] = value
     return Problem(a, b, "containment", seed)
+
+
+@dataclass(frozen=True)
+class ContainmentCase:
+    """One containment input: ``problem`` holds ``value`` at ``entry`` of ``matrix`` ("A" or
+    "B"), with ``zero_columns`` of B zero."""
+
+    problem: Problem
+    matrix: str
+    entry: tuple[int, int]
+    value: float
+    zero_columns: tuple[int, ...]
+
+    def where(self) -> str:
+        """The case in words, e.g. ``A[40, 3] = inf, B's columns (0,) zero``."""
+        r, c = self.entry
+        zeros = f", B's columns {self.zero_columns} zero" if self.zero_columns else ""
+        return f"{self.matrix}[{r}, {c}] = {self.value}{zeros}"
+
+
+# Rows of the non-finite entry of A in the drawn cases: one row drawn in each stratum, so every
+# evaluation has one in the first 8 rows, one below them in the first warp of 32 rows and one in
+# each half of the second. A kernel that multiplies by the zeros of the triangle at step k (0·x_k
+# into rows solved before k) spreads a non-finite x_k, which is non-finite from row r of the
+# entry on, into rows < r exactly when it does so at some step k >= r: a small r catches every
+# such step after it (r = 1..7 leaves at most the first 7 steps unseen), and the strata put an r
+# before and after each boundary of 8, 32 and 48 rows, where blocked kernels change phase.
+CONTAINMENT_ROW_STRATA = ((1, 8), (8, 32), (32, 48), (48, 64))
+# Rows of the non-finite entry of B: one case below row 32 and one at or after it.
+CONTAINMENT_B_ROW_STRATA = ((1, 32), (32, 64))
+_CONTAINMENT_STREAM = 0xC047
+
+
+def containment_cases(dtype: str, seed: int) -> list[ContainmentCase]:
+    """The containment inputs of one full verification, all 64×8 on the bounded problem of
+    ``seed`` (``CONTAINMENT_SHAPE``), 7 in all, in this order:
+
+    - issue 6's case, always first: A[40, 3] = +Inf, B's column 0 zero (its acceptance input);
+    - 4 with a non-finite A[r, c]: r drawn in each of ``CONTAINMENT_ROW_STRATA``, c uniform in
+      [0, r), the values +Inf, −Inf, NaN, NaN in a drawn order, a drawn set of 1 to 7 of B's
+      columns zero (so Inf·0 = NaN in some columns and ±Inf in others);
+    - 2 with a non-finite B[r, j] (no zero column): NaN and ±Inf, r drawn in each of
+      ``CONTAINMENT_B_ROW_STRATA`` in a drawn order, j uniform in [0, 8).
+
+    All drawn from ``seed`` (so a report's seed reproduces them).
+
+    Raises:
+        KeyError: unknown ``dtype``.
+    """
+    m, n = CONTAINMENT_SHAPE
+    rng = np.random.default_rng([seed, _CONTAINMENT_STREAM])
+    specs: list[tuple[str, tuple[int, int], float, tuple[int, ...]]] = [
+        ("A", CONTAINMENT_ENTRY, np.inf, (0,))
+    ]
+    values = rng.permutation([np.inf, -np.inf, np.nan, np.nan])
+    for (lo, hi), value in zip(CONTAINMENT_ROW_STRATA, values, strict=True):
+        r = int(rng.integers(lo, hi))
+        c = int(rng.integers(0, r))
+        zeros = rng.choice(n, size=int(rng.integers(1, n)), replace=False)
+        specs.append(("A", (r, c), float(value), tuple(sorted(int(j) for j in zeros))))
+    b_values = [np.nan, float(rng.choice([np.inf, -np.inf]))]
+    for (lo, hi), value in zip(CONTAINMENT_B_ROW_STRATA, rng.permutation(b_values), strict=True):
+        specs.append(("B", (int(rng.integers(lo, hi)), int(rng.integers(0, n))), value, ()))
+    return [
+        ContainmentCase(
+            containment_problem(dtype, seed, value, entry=entry, zero_columns=zeros, matrix=mat),
+            mat,
+            entry,
+            value,
+            zeros,
+        )  # fmt: skip
+        for mat, entry, value, zeros in specs
+    ]
 
 
 _MASK64 = 2**64 - 1

@@ -16,7 +16,7 @@ from typing import Any
 from evaluator.checks.device_state import device_state_failure
 from evaluator.compile import CompileResult, compile_cubin
 from evaluator.compile_sandbox import CompilerUnavailable, shared_compiler
-from evaluator.inputs import SCALE_EXPONENTS
+from evaluator.inputs import scale_exponents
 from evaluator.report import (
     CheckFailure,
     CompileInfo,
@@ -201,7 +201,9 @@ class Evaluator:
         report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
         if report.passed:
             report.checks_run += list(NUMERIC_CHECKS)
-            report.input_scales = [2.0**e for e in SCALE_EXPONENTS[self.dtype]]
+            # Every scale the verification checked: the extremes at each shape and the sweep
+            # once, drawn from the first seed as the worker drew them.
+            report.input_scales = [2.0**e for e in scale_exponents(self.dtype, task["seeds"][0])]
             report.stage = "time"
             report.combined_score = combined_score(report.timings)
             report.combined_score_low, report.combined_score_high = score_interval(report.timings)
