@@ -37,8 +37,9 @@ PIPELINE_CHECKS = (
 
 
 def _positive(value: float) -> float | None:
-    """``value`` when positive, else ``None`` (0: not measured)."""
-    return value if value > 0 else None
+    """``value`` when positive and finite, else ``None`` (0: not measured; +inf: an unbounded
+    interval end or a degenerate floor of ``evaluator.noise``, which JSON cannot carry)."""
+    return value if 0 < value < math.inf else None
 
 
 def _noise_measured(t: ShapeTiming) -> bool:
@@ -68,7 +69,13 @@ def checks_passed(report: ChampionReport) -> list[str]:
 
 def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
     """One timed shape of the report for the certificate (``None`` where not measured)."""
-    noise = _noise_measured(t)
+    floor = t.noise_floor if _noise_measured(t) and math.isfinite(t.noise_floor) else None
+    low, high = _positive(t.speedup_low), _positive(t.speedup_high)
+    # A percentile-bootstrap interval need not hold the point estimate (the ratio of the two
+    # medians); the certificate widens it to do so, which only makes "faster" harder.
+    low = min(low, t.speedup) if low is not None else None
+    high = max(high, t.speedup) if high is not None else None
+    faster = None if floor is None or low is None else low > 1 + floor
     return ShapeTimingSummary(
         m=t.m,
         n=t.n,
@@ -77,10 +84,10 @@ def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
         baseline_median_us=t.baseline_us,
         baseline_iqr_us=t.baseline_spread_us,
         speedup=t.speedup,
-        speedup_low=_positive(t.speedup_low),
-        speedup_high=_positive(t.speedup_high),
-        noise_floor=t.noise_floor if noise else None,
-        faster_than_baseline=t.faster_than_baseline if noise else None,
+        speedup_low=low,
+        speedup_high=high,
+        noise_floor=floor,
+        faster_than_baseline=faster,
         plausibility_floor_us=_positive(t.plausibility_floor_us),
     )
 

@@ -176,7 +176,8 @@ class EvaluationReport:
     held_out_seeds: list[int] = field(default_factory=list)
     # Checks of issue 6 part 3 the full verification ran and the candidate passed
     # (evaluator.gpu_tasks.verify with growth: scale_invariance, nonfinite_containment,
-    # metamorphic_*), and the factors s of its scaled inputs (evaluator.inputs.SCALE_EXPONENTS).
+    # metamorphic_*), and the factors s of its scaled inputs (evaluator.inputs.scale_exponents:
+    # the per-shape extremes and the sweep).
     checks_run: list[str] = field(default_factory=list)
     input_scales: list[float] = field(default_factory=list)
 

@@ -4,8 +4,8 @@
 
 Prints a Markdown table per dtype:
 - numerics: the wall time of exactly what ``evaluator.gpu_tasks.verify`` adds with ``growth``
-  (the trap at m >= 16, scaled inputs per shape, the containment cases, the metamorphic
-  relations), run here on their own over the path's verification shapes;
+  (the trap at m >= 16, scaled inputs per shape, the containment cases, the scale sweep,
+  the metamorphic relations), run here on their own over the path's verification shapes;
 - noise floor and plausibility: ``evaluator.timing.time_shape`` over the timed shapes, wall time,
   and the share of its graph replays that the candidate's second graph and the empty-kernel
   graph take (2 of the 5 graphs replayed each round: wall x 2/5 of the replay part, whose wall
@@ -28,6 +28,7 @@ from evaluator.gpu_tasks import (
     _load_driver,
     check_containment_cases,
     check_relations,
+    check_scale_sweep,
     check_scaled,
     relation_shapes,
     solve_checked,
@@ -49,6 +50,7 @@ def _numerics(driver: Any, dtype: str, shapes: list[tuple[int, int]]) -> float:
             assert solve_checked(driver, make_problem(m, n, dtype, SEED, kind="trap"))[0] is None
         assert check_scaled(driver, problem) is None
     assert check_containment_cases(driver, dtype, SEED) is None
+    assert check_scale_sweep(driver, dtype, SEED) is None
     for shape in relation_shapes(shapes):
         assert check_relations(driver, dtype, shape, SEED) is None
     return time.perf_counter() - t0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import evaluator.openevolve_entry as entry
-from evaluator.inputs import SCALE_EXPONENTS
+from evaluator.inputs import scale_exponents
 from evaluator.parent_context import Parent, evaluating_children_of
 from evaluator.pipeline import NUMERIC_CHECKS, Evaluator
 from evaluator.report import EvaluationReport, GpuInfo, RivalTiming, ShapeTiming
@@ -59,7 +59,7 @@ def test_a_passing_report_lists_the_numerical_checks_and_the_scales_it_drew(dtyp
     report, task = _stage2(dtype, None, None)
     assert report.passed and task["growth"] is True and "rival_cubin" not in task
     assert report.checks_run == list(NUMERIC_CHECKS)
-    assert report.input_scales == [2.0**e for e in SCALE_EXPONENTS[dtype]]
+    assert report.input_scales == [2.0**e for e in scale_exponents(dtype, task["seeds"][0])]
     assert report.rival_timings == []
 
 
