@@ -84,3 +84,35 @@ def test_the_whitelist_entry_knows_no_held_out_shape():
         assert f"{{{m}, {n}}}" not in entry.block
     for m, n in SPEC.verify_shapes:
         assert f"{{{m}, {n}}}" in entry.block
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_the_whitelist_knows_every_shape_the_full_verification_solves(dtype, monkeypatch):
+    """The entry stands for a kernel right on every shape scoring runs; when the pipeline adds
+    inputs at a new shape (the scale sweep's 33x2 did), the whitelist must learn it, or the
+    entry is refused before the champion stage for another reason. Records the shapes the real
+    ``verify`` (full, with issue 6's inputs) and the quick check solve, on a host stand-in for
+    the candidate (exact substitution in float64/complex128)."""
+    import numpy as np
+    from scipy.linalg import solve_triangular
+
+    import evaluator.gpu_tasks as gpu_tasks
+
+    solved: set[tuple[int, int]] = set()
+
+    def run_candidate(driver, problem):
+        solved.add(problem.shape)
+        wide = np.complex128 if np.iscomplexobj(problem.a) else np.float64
+        a = np.tril(np.nan_to_num(problem.a.astype(wide), nan=0.0, posinf=np.inf))
+        with np.errstate(all="ignore"):
+            x = solve_triangular(a, problem.b.astype(wide), lower=True, check_finite=False)
+        return None, np.asfortranarray(x.astype(problem.b.dtype))
+
+    monkeypatch.setattr(gpu_tasks, "run_candidate", run_candidate)
+    failure, _ = gpu_tasks.verify(None, dtype, list(SPEC.verify_shapes), [11, 12, 13], True)
+    assert failure is None, failure  # every input was reached
+    assert gpu_tasks.verify(None, dtype, list(SPEC.quick_shapes), [14], False)[0] is None
+    (entry,) = [e for e in ENTRIES if e.name == "shape_whitelist"]
+    assert solved, "verify solved nothing"
+    for m, n in sorted(solved):
+        assert f"{{{m}, {n}}}" in entry.block, (m, n)

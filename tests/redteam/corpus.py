@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator.checks.replay import issue_pair
-from evaluator.inputs import CONTAINMENT_SHAPE
+from evaluator.inputs import CONTAINMENT_SHAPE, SWEEP_SHAPE
 from seeds.registry import get_path
 
 PATH_ID = "trsm_small"
@@ -491,10 +491,11 @@ TIMED_SHAPE_SHORTCUT = kernel(
 
 def shape_whitelist() -> str:
     """A kernel right only on the shapes the evaluator is known to run in scoring (quick,
-    verified and timed, from the path's spec, and those of the 4x4 audit pair and the
-    containment case, at build time): elsewhere it divides by the diagonal only."""
+    verified and timed, from the path's spec, and those of the 4x4 audit pair, the
+    containment cases and the scale sweep, at build time): elsewhere it divides by the diagonal
+    only. (Before it knew the sweep's shape, the H200 refused it there: scale_invariance.)"""
     spec = get_path(PATH_ID)
-    fixed = (issue_pair("float64")[0].shape, CONTAINMENT_SHAPE)
+    fixed = (issue_pair("float64")[0].shape, CONTAINMENT_SHAPE, SWEEP_SHAPE)
     known = sorted({*spec.quick_shapes, *spec.verify_shapes, *spec.timed_shapes, *fixed})
     table = ", ".join(f"{{{m}, {n}}}" for m, n in known)
     return kernel(
