@@ -283,7 +283,8 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         spec=SPEC,
         dtype="float64",
         gpu_index=0,
-        evaluate_with_cubin=lambda source: (passed(2.0), b"cubin of " + source.encode()),
+        stage1=lambda source: (passed(2.0), b"cubin of " + source.encode()),
+        stage2=lambda report, cubin, rival=None, rival_name="champion": report,
     )
     monkeypatch.setattr(entry, "_EVALUATOR", fake)
     monkeypatch.setattr(entry, "_JOB_BEST", None)
