@@ -37,6 +37,8 @@ from sqlalchemy.orm import Session
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
+    from evaluator.pipeline import Evaluator
+
 POSTGRES_URL = os.environ.get(
     "KERNEVO_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -386,3 +388,21 @@ def api_client(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setenv("KERNEVO_API_TOKEN", API_TOKEN)
     with TestClient(create_app(fresh_database_url)) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def evaluators() -> Iterator[Callable[[str], Evaluator]]:
+    """``get(dtype)``: one trsm_small Evaluator on GPU 0 per dtype for the module's GPU tests,
+    closed (its worker stopped) when the module is done."""
+    from evaluator.pipeline import Evaluator
+
+    made: dict[str, Evaluator] = {}
+
+    def get(dtype: str) -> Evaluator:
+        if dtype not in made:
+            made[dtype] = Evaluator("trsm_small", dtype, gpu_index=0)
+        return made[dtype]
+
+    yield get
+    for ev in made.values():
+        ev.close()

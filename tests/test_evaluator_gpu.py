@@ -11,27 +11,12 @@ from test_evaluator_device_state import REPLAY_MEMO
 
 from evaluator.champion import verify_champion
 from evaluator.inputs import make_problem
-from evaluator.pipeline import Evaluator
 from evaluator.screen import screen
 from seeds.registry import get_path
 
 pytestmark = pytest.mark.gpu
 SEED = get_path("trsm_small").seed_source()
 STORE = "if (row < m && col < n) B[(long)col * ldb + row] = b[c][s];"
-
-
-@pytest.fixture(scope="module")
-def evaluators():
-    made: dict[str, Evaluator] = {}
-
-    def get(dtype: str) -> Evaluator:
-        if dtype not in made:
-            made[dtype] = Evaluator("trsm_small", dtype, gpu_index=0)
-        return made[dtype]
-
-    yield get
-    for ev in made.values():
-        ev.close()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])

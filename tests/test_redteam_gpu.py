@@ -11,24 +11,9 @@ from redteam.corpus import CONTROL, ENTRIES, with_block
 from redteam.runner import evaluate_entry
 
 from evaluator.champion import verify_champion
-from evaluator.pipeline import Evaluator
 
 pytestmark = pytest.mark.gpu
 IDS = [entry.name for entry in ENTRIES]
-
-
-@pytest.fixture(scope="module")
-def evaluators():
-    made: dict[str, Evaluator] = {}
-
-    def get(dtype: str) -> Evaluator:
-        if dtype not in made:
-            made[dtype] = Evaluator("trsm_small", dtype, gpu_index=0)
-        return made[dtype]
-
-    yield get
-    for ev in made.values():
-        ev.close()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
