@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.checks.accuracy import check_solution, reference
+from evaluator.checks.accuracy import SolutionCheck, check_solution, reference, solution_check
 from evaluator.checks.containment import check_containment
 from evaluator.checks.integrity import (
     GUARD_ELEMENTS,
@@ -39,6 +39,7 @@ from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
+from seeds.registry import get_path
 
 
 def gpu_info() -> dict[str, Any]:
@@ -63,13 +64,6 @@ def gpu_info() -> dict[str, Any]:
             ),
         )
     )
-
-
-def _load_driver(cubin: bytes, path_id: str, dtype: str) -> Any:
-    from seeds.registry import get_path
-    from seeds.trsm_small.driver import TrsmSmallDriver
-
-    return TrsmSmallDriver(cubin, dtype, get_path(path_id))
 
 
 def run_candidate(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
@@ -100,25 +94,31 @@ def run_candidate(driver: Any, problem: Problem) -> tuple[CheckFailure | None, n
     return failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n)), x
 
 
-def solve_checked(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
+def solve_checked(
+    driver: Any, problem: Problem, check: SolutionCheck = check_solution
+) -> tuple[CheckFailure | None, np.ndarray | None]:
     """Run the candidate once on ``problem`` and apply every check to what it left behind: the
-    memory checks of :func:`run_candidate`, then ``check_solution`` on X.
+    memory checks of :func:`run_candidate`, then ``check`` on X (the path's reference check,
+    ``PathSpec.reference_check``; the default is ``trsm_small``'s, ``host_reference``).
 
     Returns the first failure (None when all pass) and the output X (None when nothing ran).
     """
     failure, x = run_candidate(driver, problem)
     if failure or x is None:
         return failure, x
-    return check_solution(problem, x), x
+    return check(problem, x), x
 
 
-def check_pair(driver: Any, first: Problem, second: Problem) -> CheckFailure | None:
+def check_pair(
+    driver: Any, first: Problem, second: Problem, check: SolutionCheck = check_solution
+) -> CheckFailure | None:
     """Solve an audit pair back to back (``evaluator.checks.replay``), each against its own
-    reference; a failing output of the second that solves the first is ``replayed_result``."""
-    failure, _ = solve_checked(driver, first)
+    reference (``check``, as :func:`solve_checked`); a failing output of the second that solves
+    the first is ``replayed_result``."""
+    failure, _ = solve_checked(driver, first, check)
     if failure:
         return failure
-    failure, x = solve_checked(driver, second)
+    failure, x = solve_checked(driver, second, check)
     if failure and x is not None:
         return check_replayed(first, second, x) or failure
     return failure
@@ -173,11 +173,16 @@ def check_containment_cases(driver: Any, dtype: str, seed: int) -> CheckFailure 
 
 
 def check_relations(
-    driver: Any, dtype: str, shape: tuple[int, int], seed: int
+    driver: Any,
+    dtype: str,
+    shape: tuple[int, int],
+    seed: int,
+    check: SolutionCheck = check_solution,
 ) -> CheckFailure | None:
     """The metamorphic relations at ``shape`` drawn from ``seed`` (``checks.metamorphic``): each
     distinct problem solved once (memory checks and a finite X), then every relation
-    (``metamorphic_*``), then each output against its own reference; 6 solves (5 for n = 1)."""
+    (``metamorphic_*``), then each output against its own reference (``check``, as
+    :func:`solve_checked`); 6 solves (5 for n = 1)."""
     found = relations(*shape, dtype, seed)
     where = f"inputs of the metamorphic relations, seed {seed}"
     outputs: dict[int, tuple[Problem, np.ndarray]] = {}
@@ -197,7 +202,7 @@ def check_relations(
         if failure := check_relation(relation, xs):
             return _located(failure, where)
     for problem, x in outputs.values():
-        if failure := check_solution(problem, x):
+        if failure := check(problem, x):
             return _located(failure, f"{problem.kind} {where}")
     return None
 
@@ -212,10 +217,16 @@ def relation_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def verify(
-    driver: Any, dtype: str, shapes: list[tuple[int, int]], seeds: list[int], growth: bool
+    driver: Any,
+    dtype: str,
+    shapes: list[tuple[int, int]],
+    seeds: list[int],
+    growth: bool,
+    check: SolutionCheck = check_solution,
 ) -> tuple[CheckFailure | None, list[tuple[int, int]]]:
     """Check every shape × seed on fresh inputs, an audit pair per shape with m ≥ 2 (built on the
-    first seed's problem), and issue 6's 4×4 pair.
+    first seed's problem), and issue 6's 4×4 pair, each output by ``check`` (the path's
+    reference check, as :func:`solve_checked`).
 
     ``growth`` (the full verification and the champion's held-out shapes; not the quick check
     nor the re-check after timing, which stay cheap) adds the inputs of issue 6 part 3, all from
@@ -235,20 +246,22 @@ def verify(
         if growth and m >= 16:
             problems += [make_problem(m, n, dtype, seeds[0], kind=k) for k in ("growth", "trap")]
         for problem in problems:
-            if failure := solve_checked(driver, problem)[0]:
+            if failure := solve_checked(driver, problem, check)[0]:
                 return _located(failure, f"{problem.kind} inputs, seed {problem.seed}"), passed
         if growth and (failure := check_scaled(driver, problems[0])):
             return failure, passed
-        if m >= 2 and (failure := check_pair(driver, problems[0], audit_partner(problems[0]))):
+        if m >= 2 and (
+            failure := check_pair(driver, problems[0], audit_partner(problems[0]), check)
+        ):
             return _located(failure, f"audit pair on seed {problems[0].seed}"), passed
         passed.append((m, n))
-    if failure := check_pair(driver, *issue_pair(dtype)):
+    if failure := check_pair(driver, *issue_pair(dtype), check):
         return _located(failure, "audit pair of issue 6, 4x4"), passed
     if growth:
         failure = check_scale_sweep(driver, dtype, seeds[0])
         failure = failure or check_containment_cases(driver, dtype, seeds[0])
         for m, n in relation_shapes(shapes):
-            failure = failure or check_relations(driver, dtype, (m, n), seeds[0])
+            failure = failure or check_relations(driver, dtype, (m, n), seeds[0], check)
         if failure:
             return failure, passed
     return None, passed
@@ -279,20 +292,24 @@ def check_determinism(
 def run(task: dict[str, Any]) -> dict[str, Any]:
     """Execute one task dict (``kind`` = info | check | full | champion); return a result dict.
 
+    Every part comes from the spec of ``path_id`` (``seeds.spec.PathSpec``): the driver that
+    loads ``cubin``, the reference check of each output and the baseline.
     ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
-    determinism. ``full``: verify, time ``timed_shapes`` against
-    cuBLAS (and against ``rival_cubin``, the champion's or the parent's as ``rival_name`` says,
-    when given: ``rival_timings``), then
-    verify ``recheck_shapes`` again on fresh inputs (catches races and state that builds up
-    across calls). Candidate failures come back as data; CUDA errors propagate to the
-    worker loop, which reports a fault and retires the process.
+    determinism. ``full``: verify, time ``timed_shapes`` against the path's baseline (cuBLAS
+    for ``trsm_small``) and against ``rival_cubin``, the champion's or the parent's as
+    ``rival_name`` says, when given (``rival_timings``), then verify ``recheck_shapes`` again on
+    fresh inputs (catches races and state that builds up across calls). Candidate failures come
+    back as data; CUDA errors propagate to the worker loop, which reports a fault and retires the
+    process.
     """
     if task["kind"] == "info":
         return {"gpu": gpu_info()}
     dtype = task["dtype"]
     t0 = time.perf_counter()
-    driver = _load_driver(task["cubin"], task["path_id"], dtype)
-    failure, passed = verify(driver, dtype, task["shapes"], task["seeds"], task["growth"])
+    spec = get_path(task["path_id"])
+    check = solution_check(spec.reference_check)
+    driver = spec.driver(task["cubin"], dtype)
+    failure, passed = verify(driver, dtype, task["shapes"], task["seeds"], task["growth"], check)
     phases = {"verify": time.perf_counter() - t0}
     result: dict[str, Any] = {
         "failure": failure and asdict(failure),
@@ -306,21 +323,19 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
         result["failure"] = failure and asdict(failure)
         return result
 
-    from seeds.trsm_small.baseline import CublasTrsm
-
-    baseline = CublasTrsm(dtype)
+    baseline = spec.baseline(dtype)
     # The champion's (at promotion) or the parent's cubin, when given, is timed in the same
     # rounds as the candidate, so the two are compared interleaved, against the candidate's own
     # noise floor.
     rivals: dict[str, Any] = {}
     if task.get("rival_cubin"):
-        rival = _load_driver(task["rival_cubin"], task["path_id"], dtype)
+        rival = spec.driver(task["rival_cubin"], dtype)
         rivals[task.get("rival_name", "champion")] = rival.solve_raw
     timings, rival_timings = [], []
     try:
         for m, n in task["timed_shapes"]:
             timing, against, failure = time_shape(
-                m, n, dtype, driver.solve_raw, baseline, check_solution, rivals=rivals,
+                m, n, dtype, driver.solve_raw, baseline, check, rivals=rivals,
                 **task.get("timing", {}),
             )  # fmt: skip
             timings.append(asdict(timing))
@@ -335,7 +350,7 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
         return result
     phases["time"] = time.perf_counter() - t0 - phases["verify"]
     fresh = [(s + 1) % 2**31 for s in task["seeds"]]
-    failure, _ = verify(driver, dtype, task["recheck_shapes"], fresh, growth=False)
+    failure, _ = verify(driver, dtype, task["recheck_shapes"], fresh, growth=False, check=check)
     phases["verify"] = time.perf_counter() - t0 - phases["time"]
     if failure:
         result["failure"] = asdict(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from evaluator.tools import find_tool, run_candidate_under
 from evaluator.worker import gpu_lock
+from seeds.registry import get_path
 
 if TYPE_CHECKING:
     from evaluator.pipeline import Evaluator
@@ -62,7 +63,7 @@ def profile(
         return {}, "ncu not found: no hardware counters"
     argv = [
         ncu, "--clock-control", "none", "--csv", "--page", "raw",
-        "--kernel-name", "trsm_small_kernel", "--launch-count", "1",
+        "--kernel-name", get_path(path_id).kernel_name, "--launch-count", "1",
         "--metrics", ",".join(METRICS),
     ]  # fmt: skip
     try:

@@ -39,10 +39,9 @@ def main() -> None:
 
     from evaluator.inputs import make_problem
     from seeds.registry import get_path
-    from seeds.trsm_small.driver import TrsmSmallDriver
 
     cupy.cuda.set_allocator(None)  # every array below is one cudaMalloc of its own size
-    driver = TrsmSmallDriver(args.cubin.read_bytes(), args.dtype, get_path(args.path))
+    driver = get_path(args.path).driver(args.cubin.read_bytes(), args.dtype)
     problem = make_problem(args.m, args.n, args.dtype, seed=7)
     a = exact_device_copy(cupy, problem.a)
     for _ in range(args.repeat):

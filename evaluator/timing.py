@@ -211,7 +211,7 @@ def time_shape(
     """Time ``candidate`` at (m, n) against ``baseline`` and ``rivals``, all in the same rounds.
 
     ``candidate(a_ptr, b_ptr, m, n, lda, ldb, stream)`` launches the kernel on ``stream``;
-    ``baseline`` is a :class:`seeds.trsm_small.baseline.CublasTrsm` (rebound to the stream);
+    ``baseline`` is the path's (``seeds.spec.PathSpec.baseline``; rebound to the stream);
     ``rivals`` maps names to solvers of the candidate's signature (e.g. the champion's
     ``solve_raw``); ``check(problem, x)`` applies the verification checks to one output X (m×n,
     Fortran order). ``seed`` starts the device's draws of the timed inputs (recorded in the

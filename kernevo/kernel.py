@@ -5,8 +5,8 @@ architecture than this device's is its source recompiled (``evaluator.compile.co
 the one part of the evaluator the loader may use), with the same options and ``-arch``
 replaced — and only when every option is one the path's spec produces (:func:`refused_option`):
 an option such as ``-I``, ``--include-path``, ``-include`` or ``--pre-include`` would let a
-champion's source read files of the loading machine. The kernel is launched through its path's
-driver in ``seeds``.
+champion's source read files of the loading machine. The kernel is launched through the driver
+its path's spec names (``seeds.spec.PathSpec.driver``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kernevo.client import ChampionKernel
-from kernevo.paths import module, registry
+from kernevo.paths import registry
 
 
 class KernelDriver(Protocol):
-    """What the loader needs from a path driver (e.g. ``seeds.trsm_small.driver``).
+    """What the loader needs from a path driver (``seeds.spec.PathDriver``).
 
     ``solve(a, b, stream)`` solves in place in ``b`` on ``stream`` (``None``: CuPy's current
     stream), validating the launch geometry and raising before it writes ``b``.
@@ -38,25 +38,16 @@ CompileFn = Callable[[str, list[str], str], bytes]
 # An architecture option: the loader replaces it with its own device's (retarget_options).
 _ARCH_OPTION = re.compile(r"^(?:-arch=|--gpu-architecture=)sm_[0-9]{2,3}[af]?$")
 
-# path id → (module in the path package, class) of its driver; imported at the first launch.
-_DRIVERS: dict[str, tuple[str, str]] = {
-    "trsm_small": ("trsm_small.driver", "TrsmSmallDriver"),
-}
-
 
 def path_driver(path_id: str, cubin: bytes, dtype: str) -> KernelDriver:
-    """The driver of ``path_id`` over ``cubin`` for ``dtype`` (the default driver factory).
+    """The driver of ``path_id`` over ``cubin`` for ``dtype`` (the default driver factory): the
+    one its spec names, imported at the first launch.
 
     Raises:
-        LookupError: the loader knows no driver for ``path_id``.
+        seeds.registry.UnknownPathError: the registry holds no path ``path_id``.
         Exception: whatever the driver raises while loading the module.
     """
-    try:
-        module_name, class_name = _DRIVERS[path_id]
-    except KeyError:
-        raise LookupError(f"no driver for path {path_id!r}") from None
-    driver_class = getattr(module(module_name), class_name)
-    return driver_class(cubin, dtype)
+    return registry.get_path(path_id).driver(cubin, dtype)
 
 
 def retarget_options(options: tuple[str, ...] | list[str], arch: str) -> list[str]:

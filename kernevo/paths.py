@@ -1,5 +1,5 @@
-"""The path descriptions the loader routes and launches through: ``seeds``' registry, specs,
-path drivers and GPU keys, under whichever name this install gives them.
+"""The path descriptions the loader routes and launches through: ``seeds``' registry, specs
+(whose drivers it launches) and GPU keys, under whichever name this install gives them.
 
 In the repository and in the ``kernevo-service`` distribution they are the top-level ``seeds``
 package. The light ``kernevo`` wheel for applications (``loader/pyproject.toml``) vendors the same
@@ -27,12 +27,3 @@ package = _package()
 registry = importlib.import_module(f"{package.__name__}.registry")
 spec = importlib.import_module(f"{package.__name__}.spec")
 hardware = importlib.import_module(f"{package.__name__}.hardware")
-
-
-def module(relative_name: str) -> ModuleType:
-    """A module of the path package, e.g. ``module("trsm_small.driver")``.
-
-    Raises:
-        ModuleNotFoundError: no such module.
-    """
-    return importlib.import_module(f"{package.__name__}.{relative_name}")

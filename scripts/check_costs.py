@@ -22,10 +22,9 @@ import sys
 import time
 from typing import Any
 
-from evaluator.checks.accuracy import check_solution
+from evaluator.checks.accuracy import solution_check
 from evaluator.compile import compile_cubin
 from evaluator.gpu_tasks import (
-    _load_driver,
     check_containment_cases,
     check_relations,
     check_scale_sweep,
@@ -37,7 +36,6 @@ from evaluator.inputs import make_problem
 from evaluator.new_best import memcheck
 from evaluator.timing import time_shape
 from seeds.registry import get_path
-from seeds.trsm_small.baseline import CublasTrsm
 
 SEED = 20261130
 
@@ -58,17 +56,16 @@ def _numerics(driver: Any, dtype: str, shapes: list[tuple[int, int]]) -> float:
 
 def main(dtypes: list[str]) -> None:
     spec = get_path("trsm_small")
+    check = solution_check(spec.reference_check)
     for dtype in dtypes:
         compiled = compile_cubin(spec.seed_source(), spec.compile_options(dtype, "sm_90"), "sm_90")
-        driver = _load_driver(compiled.cubin, spec.path_id, dtype)
+        driver = spec.driver(compiled.cubin, dtype)
         _numerics(driver, dtype, list(spec.verify_shapes))  # warm: module load, BLAS, caches
         numerics_s = _numerics(driver, dtype, list(spec.verify_shapes))
-        baseline = CublasTrsm(dtype)
+        baseline = spec.baseline(dtype)
         t0 = time.perf_counter()
         for m, n in spec.timed_shapes:
-            _, _, failure = time_shape(
-                m, n, dtype, driver.solve_raw, baseline, check_solution, seed=SEED
-            )
+            _, _, failure = time_shape(m, n, dtype, driver.solve_raw, baseline, check, seed=SEED)
             assert failure is None, failure
         timing_s = time.perf_counter() - t0
         baseline.close()

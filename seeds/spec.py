@@ -1,9 +1,18 @@
-"""What a path is: its operation, dtypes, shapes, seed kernel and compile options."""
+"""What a path is: its operation, dtypes, shapes, seed kernel, compile options, and the parts
+that launch it (driver), time it against the vendor library (baseline) and judge its output
+(reference check).
+
+A new path is one folder ``seeds/<path>/`` (kernel.cu, spec.py, the driver and baseline modules)
+plus one entry in ``seeds.registry.PATHS``: the evaluator, the evolver, the API and the loader
+reach every part through the :class:`PathSpec`.
+"""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 
@@ -29,11 +38,62 @@ def check_dtype(dtype: str, allowed: tuple[str, ...] = DTYPES) -> str:
     return dtype
 
 
+class PathDriver(Protocol):
+    """A compiled candidate loaded on the current device, as the evaluator and the loader use it.
+
+    ``solve_raw`` launches on raw device pointers (column-major A m×m, B m×n, X overwrites B) on
+    ``stream`` (a CuPy stream; ``None``: the current one) and raises
+    ``seeds.driver.GeometryError`` before launching when the candidate asks for a launch the
+    device cannot run. ``solve`` does the same on CuPy arrays after checking their shapes,
+    dtype and order, and returns ``b``.
+    """
+
+    def solve_raw(
+        self, a_ptr: int, b_ptr: int, m: int, n: int, lda: int, ldb: int, stream: Any = None
+    ) -> None: ...
+
+    def solve(self, a: Any, b: Any, stream: Any = None) -> Any: ...
+
+
+class Baseline(Protocol):
+    """The vendor library solving the path's problem, timed against the candidate
+    (``evaluator.timing.time_shape``): bound to a stream, launched on raw pointers, closed."""
+
+    def set_stream(self, stream: Any) -> None: ...
+
+    def solve_raw(self, a_ptr: int, b_ptr: int, m: int, n: int, lda: int, ldb: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def resolve(name: str) -> Any:
+    """The attribute a ``"module:attribute"`` name gives, the module relative to the path package
+    (``"<path>.driver:<class>"``), imported on first use: importing the registry
+    imports no driver, no baseline and nothing of CUDA. Relative, so that it resolves the same
+    under ``seeds`` and under the loader's vendored ``kernevo._seeds``.
+
+    Raises:
+        ValueError: ``name`` is not of the form ``module:attribute``.
+        ModuleNotFoundError, AttributeError: no such module or attribute.
+    """
+    module_name, _, attribute = name.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{name!r} is not a 'module:attribute' name")
+    return getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)
+
+
 @dataclass(frozen=True)
 class PathSpec:
     """One algorithmic path: a seed kernel plus everything needed to check and time it.
 
     Shapes are ``(m, n)``: A is m×m, B and X are m×n, column-major, lda = ldb = m.
+
+    The parts, named so that the registry stays cheap to import (:func:`resolve`):
+    ``driver_factory`` is a callable ``(cubin, dtype, spec) -> PathDriver`` (:meth:`driver`),
+    ``baseline_factory`` a callable ``(dtype) -> Baseline`` (:meth:`baseline`), both
+    ``"module:attribute"`` names in the path package; ``reference_check`` names the evaluator's
+    check of one output against the problem (``evaluator.checks.accuracy.SOLUTION_CHECKS``: the
+    check lives in the evaluator, since ``seeds`` imports nothing of ours).
     """
 
     path_id: str
@@ -49,6 +109,9 @@ class PathSpec:
     timed_shapes: tuple[Shape, ...]
     held_out_shapes: tuple[Shape, ...]
     semantics: str
+    driver_factory: str
+    baseline_factory: str
+    reference_check: str
     extra_options: tuple[str, ...] = field(default=())
 
     def seed_source(self) -> str:
@@ -72,3 +135,21 @@ class PathSpec:
     def serves(self, m: int, n: int) -> bool:
         """Whether (m, n) lies inside this path's shape envelope."""
         return 1 <= m <= self.envelope["m_max"] and 1 <= n <= self.envelope["n_max"]
+
+    def driver(self, cubin: bytes, dtype: str) -> PathDriver:
+        """This path's driver over ``cubin`` (compiled for ``dtype``), loaded in the current CUDA
+        context.
+
+        Raises:
+            UnknownDtypeError: ``dtype`` is not one this path supports.
+            cupy.cuda.driver.CUDADriverError: the cubin does not load or lacks an entry.
+        """
+        return resolve(self.driver_factory)(cubin, dtype, self)
+
+    def baseline(self, dtype: str) -> Baseline:
+        """The vendor baseline for ``dtype`` on the legacy default stream (``close()`` it).
+
+        Raises:
+            OSError: the vendor library cannot be loaded.
+        """
+        return resolve(self.baseline_factory)(dtype)

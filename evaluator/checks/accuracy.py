@@ -19,6 +19,8 @@ Two criteria, both must hold:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.linalg import solve_triangular
 
@@ -116,3 +118,25 @@ def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
     residual = check_residual(problem.a, problem.b, x)
     forward = check_forward_error(problem.a, x, x_ref, growth)
     return (forward or residual) if problem.kind == "trap" else (residual or forward)
+
+
+SolutionCheck = Callable[[Problem, np.ndarray], "CheckFailure | None"]
+"""``(problem, x) -> failure or None``: every numerical check on one output X of ``problem``."""
+
+# The checks a path's spec may name as its ``reference_check`` (seeds.spec.PathSpec): the
+# name is the spec's, the code the evaluator's, since ``seeds`` imports nothing of ours.
+SOLUTION_CHECKS: dict[str, SolutionCheck] = {"host_reference": check_solution}
+
+
+def solution_check(name: str) -> SolutionCheck:
+    """The check a path's spec names (``PathSpec.reference_check``), e.g. ``"host_reference"``:
+    :func:`check_solution`, against a float64/complex128 reference computed on the host.
+
+    Raises:
+        ValueError: no check of that name, with the known names.
+    """
+    try:
+        return SOLUTION_CHECKS[name]
+    except KeyError:
+        known = ", ".join(sorted(SOLUTION_CHECKS))
+        raise ValueError(f"unknown reference check {name!r}; known: {known}") from None

@@ -45,4 +45,7 @@ TRSM_SMALL = PathSpec(
         "Launch geometry comes from kernevo_launch_config(m, n, cfg) which writes grid xyz, "
         "block xyz and dynamic shared bytes into cfg[0..6]."
     ),
+    driver_factory="trsm_small.driver:TrsmSmallDriver",
+    baseline_factory="trsm_small.baseline:CublasTrsm",
+    reference_check="host_reference",
 )
