@@ -137,9 +137,7 @@ class PathSpec:
         ``n_min`` ≤ n ≤ ``n_max``, a missing lower bound being 1 (``trsm_small_z64`` serves
         m = 64 only)."""
         env = self.envelope
-        return (
-            env.get("m_min", 1) <= m <= env["m_max"] and env.get("n_min", 1) <= n <= env["n_max"]
-        )
+        return env.get("m_min", 1) <= m <= env["m_max"] and env.get("n_min", 1) <= n <= env["n_max"]
 
     def driver(self, cubin: bytes, dtype: str) -> PathDriver:
         """This path's driver over ``cubin`` (compiled for ``dtype``), loaded in the current CUDA
