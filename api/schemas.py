@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from db.heartbeat import liveness
 from db.models import Champion, Evaluation, Job, Program
+from seeds.registry import Rule
 
 
 class Health(BaseModel):
@@ -193,6 +194,23 @@ class Envelope(BaseModel):
     verified_shapes: list[tuple[int, int]]
 
 
+class CandidateOut(BaseModel):
+    """One path that serves the problem, as the best-kernel query compared it
+    (``seeds.registry.fastest``): ``status`` is ``chosen`` (its champion is the answer),
+    ``compared`` (it has a champion, measured slower) or ``no_champion`` (none yet for this
+    dtype, GPU and shape bucket: the other fields null). ``combined_score`` is the champion's
+    geometric-mean speedup over the vendor library at its own timed shapes; ``time_us`` its
+    median time per call (µs) at the requested shape, null unless its evaluation timed that
+    shape."""
+
+    path: str
+    shape_bucket: str
+    status: Literal["chosen", "compared", "no_champion"]
+    program_id: int | None
+    combined_score: float | None
+    time_us: float | None
+
+
 class KernelOut(BaseModel):
     """The verified champion kernel serving one problem: cubin (base64) and everything needed to
     check and launch it. ``signature`` is the base64 Ed25519 signature made at promotion over
@@ -200,7 +218,10 @@ class KernelOut(BaseModel):
     raw public key; both ``null`` for a champion promoted unsigned (loaders refuse it).
     ``certificate`` is the JSON certificate stored at promotion (``kernevo.certificate``: checks
     passed, seeds, shapes, GPU, driver and NVRTC versions, timings, what was not verified), as
-    stored: the signature covers its sha256; ``null`` for a champion promoted before it."""
+    stored: the signature covers its sha256; ``null`` for a champion promoted before it.
+    ``candidates`` are the serving paths compared, in registry order, and ``compared_by`` the
+    rule that chose among them (``seeds.registry.Rule``: ``only_champion``, ``time_at_shape``
+    or ``combined_score``)."""
 
     path: str
     dtype: str
@@ -222,10 +243,19 @@ class KernelOut(BaseModel):
     signature: str | None
     signing_key_id: str | None
     certificate: dict[str, Any] | None
+    candidates: list[CandidateOut]
+    compared_by: Rule
 
     @classmethod
-    def from_champion(cls, champion: Champion, program: Program) -> KernelOut:
-        """Build from the champion row and its program."""
+    def from_champion(
+        cls,
+        champion: Champion,
+        program: Program,
+        *,
+        candidates: list[CandidateOut],
+        compared_by: Rule,
+    ) -> KernelOut:
+        """Build from the champion row, its program and the comparison that chose it."""
         return cls(
             path=champion.path,
             dtype=champion.dtype,
@@ -247,4 +277,6 @@ class KernelOut(BaseModel):
             signature=champion.signature,
             signing_key_id=champion.signing_key_id,
             certificate=champion.certificate,
+            candidates=candidates,
+            compared_by=compared_by,
         )

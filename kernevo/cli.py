@@ -477,6 +477,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
         f"program {kernel['program_id']} ({kernel.get('program_uid', '?')}), promoted "
         f"{kernel['promoted_at']}",
         f"score {metrics.get('score', 0.0):.3f} (geometric-mean speedup over the vendor library)",
+        *_compared_lines(kernel, args.m, args.n),
     ]
     for timing in metrics.get("timings", []):
         cand, base_us = timing.get("candidate_us", 0.0), timing.get("baseline_us", 0.0)
@@ -495,6 +496,26 @@ def _cmd_best(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines))
     return 0
+
+
+def _compared_lines(kernel: dict[str, Any], m: int, n: int) -> list[str]:
+    """The paths the service compared for the answer (``candidates``, ``compared_by``; none
+    from a service older than routing over several paths), one line each."""
+    candidates = kernel.get("candidates") or []
+    if not candidates:
+        return []
+    lines = [f"compared {len(candidates)} serving path(s) by {kernel.get('compared_by')}:"]
+    for candidate in candidates:
+        where = f"  {candidate.get('path')} (shape bucket {candidate.get('shape_bucket')}): "
+        if candidate.get("status") == "no_champion":
+            lines.append(where + "no champion")
+            continue
+        score, time_us = candidate.get("combined_score"), candidate.get("time_us")
+        text = f"program {candidate.get('program_id')}, score "
+        text += "not recorded" if score is None else f"{score:.3f}"
+        text += "" if time_us is None else f", {time_us:.2f} us at m={m} n={n}"
+        lines.append(where + text + (" (chosen)" if candidate.get("status") == "chosen" else ""))
+    return lines
 
 
 def _certificate_lines(document: object) -> list[str]:

@@ -363,9 +363,10 @@ def fetch_champion(
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
 ) -> FetchOutcome:
-    """Ask the service for the best verified kernel for ``op`` at (m, n) on ``key.gpu``.
+    """Ask the service for the verified kernel of ``key.path`` for ``op`` at (m, n) on
+    ``key.gpu``.
 
-    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&m=&n=`` and returns within
+    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&m=&n=&path=`` and returns within
     ``timeout_s`` seconds (``KERNEVO_REQUEST_TIMEOUT_S``) for the whole fetch: connecting,
     sending, the headers and the body. httpx's timeouts bound each read, not the request (a
     server sending a byte a second never trips them), so the fetch runs in a daemon thread the
@@ -383,7 +384,9 @@ def fetch_champion(
     """
     deadline = time.monotonic() + timeout_s
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
-    params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, "m": m, "n": n}
+    # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
+    # the resolver compares the paths itself, among the champions it trusts.
+    params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, "m": m, "n": n, "path": key.path}
     outcome: list[FetchOutcome] = []
 
     def run() -> None:

@@ -1,10 +1,16 @@
-"""Choosing, for each problem shape, between the champion kernel and cuBLAS — and saying why.
+"""Choosing, for each problem shape, between the champion kernels of the paths serving it and
+cuBLAS — and saying why.
 
 Order of questions for a shape (m, n), each answered once and remembered:
 
-1. Does a path serve the problem? (``seeds.registry.route``) — if not, cuBLAS.
+1. Which paths serve the problem? (``seeds.registry.route``: each with its shape bucket
+   holding (m, n)) — if none, cuBLAS. Questions 2–5 are asked of each; of the paths whose
+   champion passes them all, the one measured fastest at (m, n) runs
+   (``seeds.registry.fastest``, the rule the service's best-kernel query applies), and the
+   decision lists every path compared (:attr:`Decision.compared`). If none passes, cuBLAS.
 2. Is there a verified champion for that path and shape bucket on this GPU that this loader
-   trusts? The service is asked once per (path, bucket); a champion it sends must pass the trust
+   trusts? The service is asked once per (path, bucket), naming the path (``path=``); a
+   champion it sends must pass the trust
    checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock file; see
    :mod:`kernevo.trust`) and, when it must be recompiled for this GPU's arch, the NVRTC option
    allow-list (:func:`kernevo.kernel.refused_option`); only then is it written to the disk
@@ -31,7 +37,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from kernevo.cache import ChampionCache
 from kernevo.certificate import Certificate, compare_toolkit
@@ -62,10 +68,16 @@ class Decision:
     575.57.08 here, verified under 580.95.05"``, ``"champion program 17 not re-verified on this
     toolkit: ... (KERNEVO_REQUIRE_SAME_TOOLKIT)"`` (cuBLAS),
     ``"loader error: <exception>"`` (a fault the loader did not foresee; logged as a warning).
+    When several paths serve (m, n) the chosen path's reason is followed by the comparison,
+    ``"…; fastest of 2 paths by time_at_shape: trsm_small/m64n64 program 17 score 1.5 3.2 us
+    at the shape; trsm_small_z64/m64eq_n64 program 18 score 2 2.9 us at the shape (chosen)"``,
+    and when none can run, ``"no serving path's champion can run: trsm_small/m64n64: <its
+    reason>; …"`` (cuBLAS; ``path`` and ``shape_bucket`` then ``None``).
     ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
     exists but does not cover the shape). ``refusals`` are the champions refused on the way
     (service first, then disk cache), each naming its failed check (``Refusal.check``) and
-    where the champion came from (``Refusal.source``).
+    where the champion came from (``Refusal.source``), for every serving path. ``compared``
+    lists the serving paths in registry order, each as it was judged for this shape.
     """
 
     m: int
@@ -76,6 +88,37 @@ class Decision:
     shape_bucket: str | None = None
     champion: ChampionKernel | None = field(default=None, repr=False)
     refusals: tuple[Refusal, ...] = ()
+    compared: tuple[Compared, ...] = ()
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One path serving a shape, as the resolver judged it: ``route`` is ``"kernel"`` when its
+    champion could run the shape, with ``reason`` its own decision's; ``program_id``,
+    ``combined_score`` and ``time_us`` (µs per call recorded at the shape) are what its
+    champion recorded (``seeds.registry.measured``; ``None``: no champion, or not recorded);
+    ``chosen`` marks the path that runs."""
+
+    path: str
+    shape_bucket: str
+    route: Literal["kernel", "cublas"]
+    reason: str
+    program_id: int | None = None
+    combined_score: float | None = None
+    time_us: float | None = None
+    chosen: bool = False
+
+    def summary(self) -> str:
+        """One clause for a decision's reason: ``trsm_small/m64n64 program 17 score 1.5 3.2 us
+        at the shape (chosen)``, or ``trsm_small/m64n64: <why it cannot run>``."""
+        name = f"{self.path}/{self.shape_bucket}"
+        if self.route == "cublas":
+            return f"{name}: {self.reason}"
+        score = "not recorded" if self.combined_score is None else f"{self.combined_score:.3g}"
+        text = f"{name} program {self.program_id} score {score}"
+        if self.time_us is not None:
+            text += f" {self.time_us:.3g} us at the shape"
+        return text + (" (chosen)" if self.chosen else "")
 
 
 @dataclass(frozen=True)
@@ -150,15 +193,42 @@ class Resolver:
                 path=old.path if old else None,
                 shape_bucket=old.shape_bucket if old else None,
                 champion=old.champion if old else None,
+                compared=old.compared if old else (),
             )
             self._decisions[(m, n)] = decision
             return decision
 
     def _decide(self, m: int, n: int) -> Decision:
-        route = registry.route(self.op, self.dtype, m, n)
-        if route is None:
+        """Each serving path's decision, then the fastest of those that run the kernel."""
+        routes = registry.route(self.op, self.dtype, m, n)
+        if not routes:
             return Decision(m, n, "cublas", f"no path serves m={m} n={n}")
-        path, bucket = route.path_id, route.shape_bucket
+        each = [self._decide_path(m, n, served.path_id, served.shape_bucket) for served in routes]
+        measured = {
+            i: registry.measured(served, decision.champion.metrics, m, n)
+            for i, (served, decision) in enumerate(zip(routes, each, strict=True))
+            if decision.route == "kernel" and decision.champion is not None
+        }
+        chosen = registry.fastest(list(measured.values()))
+        winner = None
+        if chosen is not None:
+            winner = next(i for i, item in measured.items() if item is chosen[0])
+        compared = tuple(
+            _compared(served, decision, measured.get(i), chosen=i == winner)
+            for i, (served, decision) in enumerate(zip(routes, each, strict=True))
+        )
+        if len(each) == 1:
+            return replace(each[0], compared=compared)
+        refusals = tuple(refusal for decision in each for refusal in decision.refusals)
+        summaries = "; ".join(item.summary() for item in compared)
+        if chosen is None or winner is None:
+            reason = f"no serving path's champion can run: {summaries}"
+            return Decision(m, n, "cublas", reason, refusals=refusals, compared=compared)
+        reason = f"{each[winner].reason}; fastest of {len(each)} paths by {chosen[1]}: {summaries}"
+        return replace(each[winner], reason=reason, refusals=refusals, compared=compared)
+
+    def _decide_path(self, m: int, n: int, path: str, bucket: str) -> Decision:
+        """The decision for (m, n) were ``path`` (at ``bucket``) the only path serving it."""
         acquired = self._acquired.get((path, bucket))
         if acquired is None:
             key = ChampionKey(self.gpu.key, path, self.dtype, bucket)
@@ -256,3 +326,21 @@ class Resolver:
             self._cache.store(champion)
         except OSError as error:
             log.warning("kernevo: could not write the disk cache: %s", error)
+
+
+def _compared(served: Any, decision: Decision, measured: Any, *, chosen: bool) -> Compared:
+    """How the path of ``served`` (a ``seeds.registry.Route``) enters the comparison with its
+    ``decision``; ``measured`` (a ``seeds.registry.Measured``) is what its champion recorded,
+    ``None`` when it cannot run the shape. (``Any``: the registry is imported by name,
+    :mod:`kernevo.paths`, so its classes are not static types here.)"""
+    champion = decision.champion
+    return Compared(
+        path=served.path_id,
+        shape_bucket=served.shape_bucket,
+        route=decision.route,
+        reason=decision.reason,
+        program_id=champion.program_id if champion is not None else None,
+        combined_score=measured.combined_score if measured is not None else None,
+        time_us=measured.time_us if measured is not None else None,
+        chosen=chosen,
+    )

@@ -1,5 +1,6 @@
-"""``kernevo.load``: the callable applications use, dispatching each TRSM to the champion kernel
-inside its verified envelope and to cuBLAS everywhere else."""
+"""``kernevo.load``: the callable applications use, dispatching each TRSM by its shape to the
+champion kernel of the fastest path serving it (inside that champion's verified envelope) and to
+cuBLAS everywhere else."""
 
 from __future__ import annotations
 
@@ -89,7 +90,10 @@ class TrsmSolver:
         return b
 
     def explain(self, m: int, n: int) -> Decision:
-        """Where a problem with A m×m and B m×n goes and why (fetches the champion if needed).
+        """Where a problem with A m×m and B m×n goes and why (fetches the champions if needed):
+        the path (``Decision.path``), the route (kernel or cuBLAS), the reason (naming the
+        paths compared when several serve the shape) and every serving path as judged
+        (``Decision.compared``).
 
         Arrays that are not Fortran-contiguous or not of the loaded dtype go to cuBLAS whatever
         this says.

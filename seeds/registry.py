@@ -1,13 +1,18 @@
-"""The paths kernevo knows, and which path and shape bucket serve a problem."""
+"""The paths kernevo knows, which of them serve a problem (each at one of its shape buckets),
+and which of their champions was measured fastest there."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .spec import DTYPES, PathSpec, check_dtype
 from .trsm_small.spec import TRSM_SMALL
+from .trsm_small_z64.spec import TRSM_SMALL_Z64
 
-PATHS: dict[str, PathSpec] = {spec.path_id: spec for spec in (TRSM_SMALL,)}
+PATHS: dict[str, PathSpec] = {spec.path_id: spec for spec in (TRSM_SMALL, TRSM_SMALL_Z64)}
 OPS: tuple[str, ...] = tuple(sorted({spec.op for spec in PATHS.values()}))
 
 
@@ -21,7 +26,8 @@ class UnknownOpError(ValueError):
 
 @dataclass(frozen=True)
 class Route:
-    """The path and shape bucket that serve one problem."""
+    """One path that serves a problem, and its shape bucket holding the problem: with the dtype
+    and the GPU key, the key of a champion."""
 
     path_id: str
     shape_bucket: str
@@ -40,8 +46,12 @@ def get_path(path_id: str) -> PathSpec:
         raise UnknownPathError(f"unknown path {path_id!r}; known paths: {known}") from None
 
 
-def route(op: str, dtype: str, m: int, n: int) -> Route | None:
-    """The path serving ``op`` in ``dtype`` at shape (m, n); ``None`` when no path does.
+def route(op: str, dtype: str, m: int, n: int) -> list[Route]:
+    """Every path serving ``op`` in ``dtype`` at shape (m, n), each with the shape bucket that
+    holds (m, n), in registry order (the order of :data:`PATHS`); empty when no path does.
+
+    Paths may overlap (trsm_small and trsm_small_z64 both serve complex128 at m = 64): which
+    one answers is the champions' comparison (:func:`fastest`), not the registry's.
 
     Raises:
         UnknownOpError: ``op`` is not an operation of any path.
@@ -50,7 +60,102 @@ def route(op: str, dtype: str, m: int, n: int) -> Route | None:
     if op not in OPS:
         raise UnknownOpError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
     check_dtype(dtype, DTYPES)
-    for spec in PATHS.values():
-        if spec.op == op and dtype in spec.dtypes and spec.serves(m, n):
-            return Route(spec.path_id, spec.shape_bucket)
-    return None
+    return [
+        Route(spec.path_id, spec.shape_bucket)
+        for spec in PATHS.values()
+        if spec.op == op and dtype in spec.dtypes and spec.serves(m, n)
+    ]
+
+
+Rule = Literal["only_champion", "time_at_shape", "combined_score"]
+"""How :func:`fastest` chose: the only candidate; the least time recorded at the requested
+shape (every candidate was timed there); the highest combined score (otherwise)."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the champion of one serving path recorded when it was evaluated (:func:`measured`).
+
+    ``combined_score``: the geometric-mean speedup over the vendor library at the path's own
+    timed shapes; ``time_us``: the median device time per call (µs) at the requested shape,
+    when the path timed that shape. ``None``: not recorded.
+    """
+
+    route: Route
+    combined_score: float | None
+    time_us: float | None
+
+
+def measured(route: Route, metrics: object, m: int, n: int) -> Measured:
+    """Read a champion's ``metrics`` (the champion row's, as ``GET /v1/kernels/best`` serves
+    them: ``combined_score`` (else ``score``) and ``timings``, a list of ``{m, n, candidate_us,
+    …}``, one per timed shape) for the problem (m, n).
+
+    A value that is not a finite number > 0 (a string, a bool, NaN, a negative) counts as not
+    recorded, and a ``metrics`` of any other form records nothing: the loader reads these from
+    the service, so nothing here raises.
+    """
+    record = metrics if isinstance(metrics, dict) else {}
+    score = _positive(record.get("combined_score"))
+    if score is None:
+        score = _positive(record.get("score"))
+    time_us = None
+    timings = record.get("timings")
+    for timing in timings if isinstance(timings, list) else ():
+        if (
+            isinstance(timing, dict)
+            and _exact_int(timing.get("m")) == m
+            and _exact_int(timing.get("n")) == n
+        ):
+            time_us = _positive(timing.get("candidate_us"))
+            break
+    return Measured(route, score, time_us)
+
+
+def fastest(candidates: Sequence[Measured]) -> tuple[Measured, Rule] | None:
+    """The champion measured fastest at the requested shape among ``candidates`` (one per
+    serving path that has a champion, in :func:`route`'s order), with the rule that chose it;
+    ``None`` when there are none.
+
+    The rule: when every candidate recorded a time at the requested shape, the least time
+    (``time_at_shape``); otherwise the highest combined score (``combined_score``; one not
+    recorded counts as 0). Ties go to the earlier candidate, so the answer is the same on
+    every call.
+
+    Its weakness: the champions of different paths were timed in different evaluations (other
+    processes, perhaps other days, clocks and neighbours), never against each other. Times at
+    one shape measure the same work, but a difference within the evaluations' noise floors
+    (a few per cent, ``ShapeTiming.noise_floor``) is not a measured difference. Combined
+    scores are speedups over the vendor library at each path's own timed shapes: they compare
+    how much each path beat cuBLAS where it was timed, not how fast it is at this shape, so a
+    path timed where cuBLAS is weak can win a shape where it is the slower. Timing the
+    candidates against each other at the shape, in one run, would settle it; the service runs
+    no code, so that is an evaluation's job.
+    """
+    if not candidates:
+        return None
+    if len(candidates) == 1:
+        return candidates[0], "only_champion"
+    times = [candidate.time_us for candidate in candidates]
+    if all(time_us is not None for time_us in times):
+        best = min(range(len(candidates)), key=lambda i: (times[i], i))
+        return candidates[best], "time_at_shape"
+    scores = [candidate.combined_score or 0.0 for candidate in candidates]
+    best = min(range(len(candidates)), key=lambda i: (-scores[i], i))
+    return candidates[best], "combined_score"
+
+
+def _positive(value: object) -> float | None:
+    """``value`` as a float if it is a finite real number > 0 (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range (JSON allows any number of digits)
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _exact_int(value: object) -> int | None:
+    """``value`` if it is an int (not a bool), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -267,6 +267,7 @@ def test_request_names_the_problem_and_fetches_once_per_bucket(tmp_path: Path) -
         "gpu": "nvidia-h200",
         "m": "7",
         "n": "5",
+        "path": "trsm_small",
     }
     assert len(h.drivers) == 1  # the module is loaded once for all shapes of the bucket
 

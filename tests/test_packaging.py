@@ -108,7 +108,7 @@ from kernevo import paths
 for info in pkgutil.walk_packages(kernevo.__path__, "kernevo."):
     if info.name != "kernevo.cli":
         importlib.import_module(info.name)
-route = paths.registry.route("trsm", "float64", 64, 64)
+[route] = paths.registry.route("trsm", "float64", 64, 64)
 site = Path(sysconfig.get_paths()["purelib"])
 print(json.dumps({
     "paths_package": paths.package.__name__,
