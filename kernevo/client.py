@@ -51,6 +51,8 @@ class _EnvelopeModel(BaseModel):
     m_max: int
     n_max: int
     verified_shapes: list[tuple[int, int]] = []
+    m_min: int | None = None
+    n_min: int | None = None
 
 
 class _LaunchModel(BaseModel):
@@ -114,15 +116,18 @@ class UnusableMetadataError(ValueError):
 
 @dataclass(frozen=True)
 class Envelope:
-    """The shapes a champion was verified on: it is dispatched only for m ≤ m_max, n ≤ n_max."""
+    """The shapes a champion was verified on: it is dispatched only for m_min ≤ m ≤ m_max,
+    n_min ≤ n ≤ n_max (the lower bounds are 1 where the path has none: ``None``)."""
 
     m_max: int
     n_max: int
     verified_shapes: tuple[tuple[int, int], ...] = ()
+    m_min: int | None = None
+    n_min: int | None = None
 
     def contains(self, m: int, n: int) -> bool:
-        """Whether the problem (m, n) lies inside the envelope (1 ≤ m ≤ m_max, 1 ≤ n ≤ n_max)."""
-        return 1 <= m <= self.m_max and 1 <= n <= self.n_max
+        """Whether the problem (m, n) lies inside the envelope."""
+        return (self.m_min or 1) <= m <= self.m_max and (self.n_min or 1) <= n <= self.n_max
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,8 @@ class ChampionKernel:
                 m_max=meta.envelope.m_max,
                 n_max=meta.envelope.n_max,
                 verified_shapes=tuple(meta.envelope.verified_shapes),
+                m_min=meta.envelope.m_min,
+                n_min=meta.envelope.n_min,
             ),
             promoted_at=meta.promoted_at,
             metrics=dict(meta.metrics),
@@ -232,6 +239,14 @@ class ChampionKernel:
                 "m_max": self.envelope.m_max,
                 "n_max": self.envelope.n_max,
                 "verified_shapes": [list(shape) for shape in self.envelope.verified_shapes],
+                **{
+                    name: bound
+                    for name, bound in (
+                        ("m_min", self.envelope.m_min),
+                        ("n_min", self.envelope.n_min),
+                    )
+                    if bound is not None
+                },
             },
             "metrics": dict(self.metrics),
             "promoted_at": self.promoted_at,

@@ -81,6 +81,9 @@ def signed_payload(
             "verified_shapes": [
                 [_integer(m), _integer(n)] for m, n in envelope.get("verified_shapes", [])
             ],
+            # Lower bounds only where a path has them (trsm_small_z64: m = 64), so the payloads
+            # of champions without them are byte for byte what they were.
+            **{k: _integer(envelope[k]) for k in ("m_min", "n_min") if envelope.get(k) is not None},
         },
         "compile_options": [str(option) for option in compile_options],
         "nvrtc_version": None if nvrtc_version is None else str(nvrtc_version),
@@ -109,6 +112,8 @@ def champion_payload(champion: ChampionKernel) -> bytes:
             "m_max": champion.envelope.m_max,
             "n_max": champion.envelope.n_max,
             "verified_shapes": champion.envelope.verified_shapes,
+            "m_min": champion.envelope.m_min,
+            "n_min": champion.envelope.n_min,
         },
         compile_options=champion.compile_options,
         nvrtc_version=champion.nvrtc_version,

@@ -407,3 +407,23 @@ def test_kernevo_keys_creates_the_pair_and_prints_the_public_key(
     assert f"(id {key.key_id})" in out
     assert f"KERNEVO_TRUSTED_KEYS={public}" in out
     assert trusted_keys([public]) == {key.key_id: key.public_raw}
+
+
+def test_envelope_lower_bounds_are_signed_only_where_a_path_has_them():
+    """trsm_small_z64 serves m = 64 only: its m_min is covered by the signature, so a service
+    cannot widen the envelope; a payload without lower bounds is byte for byte as before."""
+    plain = signed_payload(**fields())
+    assert b"m_min" not in plain and b"n_min" not in plain
+    assert signed_payload(**fields(envelope={**fields()["envelope"], "m_min": None})) == plain
+    bounded = fields(envelope={**fields()["envelope"], "m_min": 64})
+    assert b'"m_min":64' in signed_payload(**bounded) and signed_payload(**bounded) != plain
+
+    z64 = champion(envelope=Envelope(64, 64, ((64, 1), (64, 64)), m_min=64))
+    assert champion_payload(z64) == signed_payload(
+        **fields(envelope={"m_max": 64, "n_max": 64, "verified_shapes": [[64, 1], [64, 64]],
+                           "m_min": 64})
+    )  # fmt: skip
+    widened = replace(z64, envelope=replace(z64.envelope, m_min=None))
+    assert champion_payload(widened) != champion_payload(z64)  # a dropped bound breaks it
+    assert z64.envelope.contains(64, 7) and not z64.envelope.contains(63, 7)
+    assert champion().envelope.contains(1, 1)
