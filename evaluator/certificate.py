@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from evaluator.champion import SANITIZER_SHAPE, SANITIZER_TOOLS, ChampionReport
+from evaluator.champion import SANITIZER_TOOLS, ChampionReport
 from evaluator.inputs import SCALE_EXPONENTS, SWEEP_SHAPE
 from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
@@ -140,7 +140,11 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
     """Plain statements of what the verification in ``report`` did not cover."""
     assert report.gpu is not None
     gpu = report.gpu
-    envelope = f"m <= {spec.envelope['m_max']}, n <= {spec.envelope['n_max']}"
+    env = spec.envelope
+    envelope = ", ".join(
+        f"{env[low]} <= {name} <= {env[high]}" if env.get(low, 1) > 1 else f"{name} <= {env[high]}"
+        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
+    )
     scales = [float(s) for s in report.input_scales]
     if "scale_invariance" in checks and scales:
         scaled = "magnitudes other than those distributions scaled by " + _scales_in_words(
@@ -168,8 +172,8 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
         "(the loader states a difference, or routes to cuBLAS with "
         "KERNEVO_REQUIRE_SAME_TOOLKIT)",
         "races, synchronization and uninitialized reads at shapes other than "
-        f"m={SANITIZER_SHAPE[0]} n={SANITIZER_SHAPE[1]} (racecheck, synccheck, initcheck); "
-        "out-of-bounds accesses at shapes memcheck did not run",
+        f"m={spec.sanitizer_shape[0]} n={spec.sanitizer_shape[1]} (racecheck, synccheck, "
+        "initcheck); out-of-bounds accesses at shapes memcheck did not run",
     ]
     if "noise_floor" not in checks:
         statements.append("a speedup beyond timing noise (no noise floor measured)")
@@ -198,7 +202,7 @@ def build_certificate(report: EvaluationReport, spec: PathSpec) -> Certificate:
         held_out_seeds=list(report.held_out_seeds),
         verified_shapes=list(report.verified_shapes),
         held_out_shapes=list(spec.held_out_shapes),
-        determinism_shapes=[spec.timed_shapes[-1], SANITIZER_SHAPE],
+        determinism_shapes=[spec.timed_shapes[-1], spec.sanitizer_shape],
         sanitizer_tools=[tool for tool in SANITIZER_TOOLS if tool in report.sanitizer_shapes],
         sanitizer_version=report.sanitizer_version or None,
         sanitizer_shapes=report.sanitizer_shapes,

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from evaluator.new_best import RAGGED_SHAPE, memcheck_shapes
+from evaluator.new_best import memcheck_shapes
 from evaluator.pipeline import FULL_TIMEOUT_S, Evaluator, fresh_seeds
 from evaluator.report import CheckFailure, EvaluationReport
 from evaluator.tools import find_tool, nvidia_driver_version, run_sanitizer, sanitizer_version
 from evaluator.worker import TaskError, WorkerFault, WorkerTimeout
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
-SANITIZER_SHAPE = RAGGED_SHAPE
 # Seconds one sanitizer run may take (racecheck and initcheck slow a kernel the most).
 SANITIZER_TIMEOUT_S = 300.0
 HELD_OUT_SEED_COUNT = 3
@@ -54,7 +53,8 @@ def sanitizer_plan(evaluator: Evaluator) -> list[tuple[str, tuple[int, int]]]:
     """(tool, shape) pairs in the order they run: memcheck at :func:`memcheck_shapes`, the
     other tools at the ragged shape."""
     plan = [("memcheck", shape) for shape in memcheck_shapes(evaluator.spec)]
-    return plan + [(tool, SANITIZER_SHAPE) for tool in SANITIZER_TOOLS if tool != "memcheck"]
+    ragged = tuple(evaluator.spec.sanitizer_shape)
+    return plan + [(tool, ragged) for tool in SANITIZER_TOOLS if tool != "memcheck"]
 
 
 def _sanitize(evaluator: Evaluator, cubin: bytes, report: ChampionReport) -> CheckFailure | None:
@@ -117,7 +117,7 @@ def verify_champion(
             "shapes": list(spec.held_out_shapes),
             "seeds": held_out_seeds,
             "growth": True,
-            "determinism_shapes": [spec.timed_shapes[-1], SANITIZER_SHAPE],
+            "determinism_shapes": [spec.timed_shapes[-1], spec.sanitizer_shape],
             "repeats": DETERMINISM_REPEATS,
         }
         try:

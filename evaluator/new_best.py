@@ -42,10 +42,6 @@ from seeds.spec import PathSpec
 RECORD_NAME = "job-best.json"
 RECORD_FORMAT = "kernevo.job-best.v1"
 JOB_PID_VARIABLE = "KERNEVO_JOB_PID"
-# A small ragged shape (odd, m ≠ n: partial tiles and warps in both dimensions), the one the
-# champion's sanitizer tools run on; the largest timed shape is added per path
-# (:func:`memcheck_shapes`), since a kernel may take another code path there.
-RAGGED_SHAPE = (33, 31)
 # Seconds one memcheck run may take: a Python start, CuPy's import and one solve under the
 # sanitizer, which slows kernels by 10-100x; a few seconds expected.
 MEMCHECK_TIMEOUT_S = 90.0
@@ -53,10 +49,11 @@ NO_SANITIZER_NOTE = "memcheck not run: compute-sanitizer not found"
 
 
 def memcheck_shapes(spec: PathSpec) -> list[tuple[int, int]]:
-    """The shapes memcheck runs on: :data:`RAGGED_SHAPE` and the path's largest timed shape
-    (by m·n), each once."""
-    largest = max(spec.timed_shapes, key=lambda s: s[0] * s[1])
-    return [RAGGED_SHAPE] if tuple(largest) == RAGGED_SHAPE else [RAGGED_SHAPE, tuple(largest)]
+    """The shapes memcheck runs on: the path's ``sanitizer_shape`` (ragged, (33, 31) for
+    trsm_small) and its largest timed shape (by m·n), each once."""
+    ragged = tuple(spec.sanitizer_shape)
+    largest = tuple(max(spec.timed_shapes, key=lambda s: s[0] * s[1]))
+    return [ragged] if largest == ragged else [ragged, largest]
 
 
 class JobBest:

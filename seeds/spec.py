@@ -113,6 +113,11 @@ class PathSpec:
     baseline_factory: str
     reference_check: str
     extra_options: tuple[str, ...] = field(default=())
+    # Where compute-sanitizer runs racecheck, synccheck and initcheck and the determinism
+    # repeats (and memcheck before a new best, besides the largest timed shape): ragged in both
+    # dimensions and crossing every hand-over the path's kernel has (trsm_small: 33x31 spans
+    # both rows a lane holds; trsm_small_z64: m is 64 and n = 33 spans two column blocks).
+    sanitizer_shape: Shape = (33, 31)
 
     def seed_source(self) -> str:
         """The seed kernel's CUDA source text."""

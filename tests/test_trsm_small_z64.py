@@ -23,7 +23,6 @@ from evaluator.checks.device_state import device_state_failure
 from evaluator.checks.replay import issue_pair
 from evaluator.compile import compile_cubin
 from evaluator.inputs import SWEEP_SHAPE, containment_cases, make_problem
-from evaluator.new_best import RAGGED_SHAPE
 from evaluator.screen import screen
 from seeds import registry
 from seeds.spec import resolve
@@ -223,7 +222,8 @@ def test_emulation_at_the_evaluators_fixed_shapes_below_m_64(cb_per_cta):
     """The 4×4 audit pair, the scale sweep's and the sanitizers' shapes have m < 64: the
     kernel must stay right there although the path serves m = 64 only."""
     problems = [*issue_pair("complex128")]
-    problems += [make_problem(*shape, "complex128", 5) for shape in (SWEEP_SHAPE, RAGGED_SHAPE)]
+    shapes = (SWEEP_SHAPE, (33, 31), (64, 33))
+    problems += [make_problem(*shape, "complex128", 5) for shape in shapes]
     for problem in problems:
         x, _ = emulate(problem.a, problem.b, cb_per_cta)
         assert accuracy.check_solution(problem, x) is None, problem.shape
@@ -301,3 +301,19 @@ def test_champion_checks_pass_for_the_seed():
     assert report.status == "ok", report.failure
     assert set(TRSM_SMALL_Z64.held_out_shapes) <= set(report.verified_shapes)
     assert {"racecheck", "synccheck"} <= set(report.sanitizer_shapes)
+
+
+def test_the_sanitizers_run_where_every_hand_over_of_the_pipeline_is_crossed():
+    """33x31 (trsm_small's ragged shape) would give this path one column block and a bottom
+    half of one row: racecheck would never see the barriers between column blocks."""
+    from types import SimpleNamespace
+
+    from evaluator.champion import sanitizer_plan
+    from evaluator.new_best import memcheck_shapes
+
+    spec = registry.get_path("trsm_small_z64")
+    assert spec.sanitizer_shape == (64, 33) and spec.serves(*spec.sanitizer_shape)
+    assert memcheck_shapes(spec) == [(64, 33), (64, 64)]
+    plan = sanitizer_plan(SimpleNamespace(spec=spec))  # type: ignore[arg-type]
+    assert {shape for tool, shape in plan if tool != "memcheck"} == {(64, 33)}
+    assert registry.get_path("trsm_small").sanitizer_shape == (33, 31)

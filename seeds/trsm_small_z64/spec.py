@@ -42,6 +42,8 @@ TRSM_SMALL_Z64 = PathSpec(
     timed_shapes=((64, 16), (64, 48), (64, 64)),
     # Never used in scoring: checked only before a program becomes a champion.
     held_out_shapes=((64, 3), (64, 17), (64, 29), (64, 40), (64, 57)),
+    # Both 32-row halves and two 32-column blocks: every barrier between the groups is crossed.
+    sanitizer_shape=(64, 33),
     semantics=(
         "TRSM with BLAS semantics in complex128: side=Left, uplo=Lower, trans=N, diag=Non-unit, "
         "alpha=1. Solve A*X = B for X, A is m x m lower triangular (upper triangle holds garbage "
