@@ -339,6 +339,32 @@ def _timing_line(t: ShapeTimingSummary) -> str:
     return line
 
 
+def certified_metrics(document: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a champion's certificate says it measured, in the shape of the champion row's
+    ``metrics`` that ``seeds.registry.measured`` reads: ``combined_score`` (the geometric mean
+    of the timed shapes' speedups over the vendor library) and ``timings`` (``m``, ``n``,
+    ``candidate_us``: the median µs per call). The certificate is covered by the signature and
+    ``metrics`` is not, so the loader chooses between paths on these numbers: a service or a
+    cache that edits ``metrics`` cannot steer it. Empty for no certificate or one that does not
+    parse (the trust policy has refused such a champion already)."""
+    if document is None:
+        return {}
+    try:
+        certificate = Certificate.model_validate(document)
+    except ValueError:
+        return {}
+    speedups = [t.speedup for t in certificate.timings]
+    score = (
+        math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        if speedups and all(s > 0 for s in speedups)
+        else None
+    )
+    return {
+        "combined_score": score,
+        "timings": [{"m": t.m, "n": t.n, "candidate_us": t.median_us} for t in certificate.timings],
+    }
+
+
 def canonical_json(document: Mapping[str, Any]) -> bytes:
     """``document`` as canonical JSON: sorted keys, no spaces, UTF-8.
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kernevo.cache import ChampionCache
-from kernevo.certificate import Certificate, compare_toolkit
+from kernevo.certificate import Certificate, certified_metrics, compare_toolkit
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
@@ -205,7 +205,9 @@ class Resolver:
             return Decision(m, n, "cublas", f"no path serves m={m} n={n}")
         each = [self._decide_path(m, n, served.path_id, served.shape_bucket) for served in routes]
         measured = {
-            i: registry.measured(served, decision.champion.metrics, m, n)
+            # The signed certificate's figures, never the unsigned metrics (a service or a
+            # cache could edit those to steer the choice).
+            i: registry.measured(served, certified_metrics(decision.champion.certificate), m, n)
             for i, (served, decision) in enumerate(zip(routes, each, strict=True))
             if decision.route == "kernel" and decision.champion is not None
         }

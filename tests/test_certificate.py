@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import fields, replace
 from types import SimpleNamespace
@@ -581,3 +582,17 @@ def test_an_interval_that_misses_its_estimate_is_widened_to_hold_it() -> None:
     summary = cert.timings[1]
     assert (summary.speedup_low, summary.speedup_high) == (timing.speedup, 3.2)
     assert summary.faster_than_baseline is True
+
+
+def test_certified_metrics_are_the_signed_timings_and_their_geometric_mean() -> None:
+    """What the loader compares paths on (kernevo.resolver): the certificate's figures."""
+    from kernevo.certificate import certified_metrics
+
+    cert = build_certificate(_measured_report(), SPEC).to_json_dict()
+    got = certified_metrics(cert)
+    speedups = [t["speedup"] for t in cert["timings"]]
+    assert got["combined_score"] == pytest.approx(math.prod(speedups) ** (1 / len(speedups)))
+    assert got["timings"] == [
+        {"m": t["m"], "n": t["n"], "candidate_us": t["median_us"]} for t in cert["timings"]
+    ]
+    assert certified_metrics(None) == {} and certified_metrics({"format": "nonsense"}) == {}

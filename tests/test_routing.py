@@ -326,17 +326,48 @@ def test_kernevo_best_prints_the_paths_compared(
 # --- the loader ---------------------------------------------------------------------------------
 
 
-def loader_champion(route: Route, program_id: int, metrics: dict[str, Any]) -> dict[str, Any]:
-    """A signed ``/v1/kernels/best`` body for ``route``'s path and bucket."""
+def certified(document: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (a certificate) with the timings of ``measured`` (metrics-shaped: each
+    timing's speedup is ``measured``'s combined score, so the certificate's geometric mean is
+    that score); a malformed timing is left out, as no verification would record it."""
+    score = measured.get("combined_score")
+    timings = []
+    for t in measured.get("timings", []):
+        us = t.get("candidate_us")
+        if isinstance(us, float | int) and isinstance(score, float | int) and us > 0 < score:
+            baseline = score * us
+            timings.append({
+                "m": t["m"], "n": t["n"], "median_us": us, "iqr_us": 0.0,
+                "baseline_median_us": baseline, "baseline_iqr_us": 0.0,
+                "speedup": baseline / us, "speedup_low": None, "speedup_high": None,
+                "noise_floor": None, "faster_than_baseline": None,
+                "plausibility_floor_us": None,
+            })  # fmt: skip
+    return {**document, "timings": timings}
+
+
+def loader_champion(
+    route: Route,
+    program_id: int,
+    measured: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A signed ``/v1/kernels/best`` body for ``route``'s path and bucket whose certificate
+    records ``measured``; its unsigned ``metrics`` are ``metrics`` (default: ``measured``),
+    which a hostile service may have edited after signing."""
     m_max, n_max = registry.get_path(route.path_id).envelope.values()
     body = champion_json(signer=None, program_id=program_id, m_max=m_max, n_max=n_max)
     body.update(
         path=route.path_id,
         shape_bucket=route.shape_bucket,
         envelope={"m_max": m_max, "n_max": n_max, "verified_shapes": [[m_max, n_max]]},
-        metrics=metrics,
+        metrics=measured,
+        certificate=certified(body["certificate"], measured),
     )
-    return sign_body(body, SIGNER)
+    signed = sign_body(body, SIGNER)
+    if metrics is not None:
+        signed["metrics"] = metrics  # not covered by the signature
+    return signed
 
 
 class PathService:
@@ -485,20 +516,24 @@ def test_no_usable_champion_on_any_serving_path_goes_to_cublas_saying_why(
     )
 
 
-def test_hostile_metrics_compare_as_not_recorded(tmp_path: Path) -> None:
-    """Metrics come from the service: garbage in them costs the comparison, not the call."""
-    garbage = {"combined_score": "fast", "timings": [{"m": 32, "n": 32, "candidate_us": "0"}]}
-    service = PathService(
-        {
-            "trsm_small": loader_champion(SMALL, 17, garbage),
-            "fake_path": loader_champion(FAKE_ROUTE, 18, FAKE_METRICS),
-        }
-    )
-    h = PathHarness(service, tmp_path)
+def test_metrics_a_service_edits_after_signing_do_not_steer_the_choice(tmp_path: Path) -> None:
+    """The choice reads the signed certificate's figures (kernevo.certificate.certified_metrics),
+    never the unsigned metrics: trsm_small's forged 0.001 us does not beat fake_path's certified
+    6 us (a red-team review steered it so), and garbage metrics cost nothing."""
+    forged = {"combined_score": 99.0, "timings": [timing(32, 32, 0.001)]}
+    garbage = {"combined_score": "fast", "timings": "none"}
+    for attempt, metrics in enumerate((forged, garbage)):
+        service = PathService(
+            {
+                "trsm_small": loader_champion(SMALL, 17, SMALL_METRICS, metrics=metrics),
+                "fake_path": loader_champion(FAKE_ROUTE, 18, FAKE_METRICS),
+            }
+        )
+        h = PathHarness(service, tmp_path / str(attempt))
 
-    decision = h.solver.explain(32, 32)
+        decision = h.solver.explain(32, 32)
 
-    assert (decision.route, decision.path) == ("kernel", "fake_path")
-    assert "by combined_score: trsm_small/m64n64 program 17 score not recorded;" in (
-        decision.reason
-    )
+        assert (decision.route, decision.path) == ("kernel", "fake_path")
+        assert decision.refusals == ()
+        assert "trsm_small/m64n64 program 17 score 2 10 us at the shape;" in decision.reason
+        assert "0.001" not in decision.reason
