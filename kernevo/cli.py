@@ -469,8 +469,31 @@ def _cmd_best(args: argparse.Namespace) -> int:
     base = _api_url(args.api_url)
     params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, "m": args.m, "n": args.n}
     kernel = _get_json(f"{base}/v1/kernels/best", params)
+    try:
+        lines = _best_lines(kernel, args, gpu_key)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        # A service's answer is data from elsewhere: a field missing or of the wrong type is
+        # one line, like any other error of this command.
+        detail = f"{type(error).__name__}: {error}"[:200]  # made printable where it is shown
+        raise CliError(f"malformed answer from {base}/v1/kernels/best: {detail}") from None
+    print("\n".join(lines))
+    return 0
+
+
+def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) -> list[str]:
+    """``kernevo best``'s output for the service's answer ``kernel``.
+
+    Raises:
+        KeyError, TypeError, ValueError, AttributeError: a field missing or of the wrong type.
+    """
     metrics = kernel.get("metrics", {})
     envelope = kernel.get("envelope", {})
+    bounds = ", ".join(
+        f"{envelope[low]} <= {name} <= {envelope.get(high)}"
+        if envelope.get(low) is not None
+        else f"{name} <= {envelope.get(high)}"
+        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
+    )
     lines = [
         f"{args.op} {args.dtype} m={args.m} n={args.n} on {gpu_key}: path {kernel['path']}, "
         f"shape bucket {kernel['shape_bucket']}",
@@ -489,13 +512,11 @@ def _cmd_best(args: argparse.Namespace) -> int:
         f"cubin {kernel['arch']} sha256 {kernel['cubin_sha256']}, NVRTC "
         f"{kernel.get('nvrtc_version')}, {len(kernel.get('cubin_b64', '')) * 3 // 4} bytes",
         f"launch {kernel['launch']['kernel']} (geometry from {kernel['launch']['config_kernel']})",
-        f"envelope m <= {envelope.get('m_max')}, n <= {envelope.get('n_max')}, "
-        f"{len(envelope.get('verified_shapes', []))} verified shapes",
+        f"envelope {bounds}, {len(envelope.get('verified_shapes', []))} verified shapes",
         f"compile options: {' '.join(kernel.get('compile_options', []))}",
         *_certificate_lines(kernel.get("certificate")),
     ]
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 def _compared_lines(kernel: dict[str, Any], m: int, n: int) -> list[str]:

@@ -537,3 +537,50 @@ def test_metrics_a_service_edits_after_signing_do_not_steer_the_choice(tmp_path:
         assert decision.refusals == ()
         assert "trsm_small/m64n64 program 17 score 2 10 us at the shape;" in decision.reason
         assert "0.001" not in decision.reason
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"candidates": [{"path": "trsm_small", "status": "compared", "combined_score": "fast"}]},
+        {"metrics": {"score": "high"}},
+        {"path": None, "shape_bucket": None, "launch": "none"},
+    ],
+    ids=["candidate-score", "metrics-score", "launch"],
+)
+def test_kernevo_best_on_a_malformed_answer_is_one_line(
+    api_client: TestClient,
+    two_champions: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    change: dict[str, Any],
+) -> None:
+    """A service's answer is data from elsewhere (a red-team review crashed the command with a
+    string where a score belongs): one line on stderr, exit 1, no traceback."""
+    monkeypatch.setattr(
+        kernevo.cli,
+        "_get_json",
+        lambda url, params: {**api_client.get(url, params=params).json(), **change},
+    )
+    args = ["best", "--dtype", "float64", "--m", "32", "--n", "32", "--gpu", "nvidia-h200"]
+    assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    [line] = captured.err.strip().splitlines()
+    assert "malformed answer from http://testserver/v1/kernels/best" in line
+
+
+def test_kernevo_best_states_a_lower_bound_of_the_envelope(
+    api_client: TestClient,
+    two_champions: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def answer(url: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = api_client.get(url, params=params).json()
+        return {**body, "envelope": {**body["envelope"], "m_min": 64, "m_max": 64}}
+
+    monkeypatch.setattr(kernevo.cli, "_get_json", answer)
+    args = ["best", "--dtype", "float64", "--m", "32", "--n", "32", "--gpu", "nvidia-h200"]
+    assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 0
+    assert "envelope 64 <= m <= 64, n <= 32," in capsys.readouterr().out
