@@ -129,6 +129,13 @@ class Envelope:
         """Whether the problem (m, n) lies inside the envelope."""
         return (self.m_min or 1) <= m <= self.m_max and (self.n_min or 1) <= n <= self.n_max
 
+    def describe(self) -> str:
+        """``m <= 64, n <= 64``, or ``64 <= m <= 64, n <= 64`` with a lower bound."""
+        return ", ".join(
+            f"{low} <= {name} <= {high}" if low is not None else f"{name} <= {high}"
+            for name, low, high in (("m", self.m_min, self.m_max), ("n", self.n_min, self.n_max))
+        )
+
 
 @dataclass(frozen=True)
 class ChampionKernel:

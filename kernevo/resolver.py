@@ -61,7 +61,7 @@ class Decision:
     ``route`` is ``"kernel"`` (the champion's cubin through the path driver) or ``"cublas"``.
     ``reason`` is one line, e.g. ``"champion program 17 from service"``,
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
-    ``"outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"``,
+    ``"outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"``,
     ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
     ``"refused champion program 17 from service: unsigned; disk cache: no entry"``,
     ``"champion program 17 from service; served not re-verified on this toolkit: NVIDIA driver
@@ -251,7 +251,7 @@ class Resolver:
         envelope = champion.envelope
         if not envelope.contains(m, n):
             reason = (
-                f"outside envelope m_max={envelope.m_max} n_max={envelope.n_max} "
+                f"outside envelope {envelope.describe()} "
                 f"of champion program {champion.program_id} (m={m}, n={n})"
             )
             return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)

@@ -165,10 +165,7 @@ def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> 
         clauses.append(f"NVRTC {verified}, champion compiled by {built}")
     envelope = champion.envelope
     if outside := sorted({s for s in certificate.shapes() if not envelope.contains(*s)}):
-        clauses.append(
-            f"shapes {outside[:3]} outside the envelope m <= {envelope.m_max}, "
-            f"n <= {envelope.n_max}"
-        )
+        clauses.append(f"shapes {outside[:3]} outside the envelope {envelope.describe()}")
     return "; ".join(clauses)
 
 

@@ -282,9 +282,7 @@ def test_outside_the_champions_envelope_goes_to_cublas(tmp_path: Path) -> None:
     assert h.kernel_shapes == [] and h.fallback_shapes == [(50, 8)]
     decision = h.solver.explain(50, 8)
     assert decision.route == "cublas"
-    assert (
-        decision.reason == "outside envelope m_max=48 n_max=64 of champion program 17 (m=50, n=8)"
-    )
+    assert decision.reason == "outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"
     assert h.solver.explain(48, 64).route == "kernel"
 
 
