@@ -123,13 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     failed, 2 a usage error)."""
     parser = _Parser(prog="python -m evaluator.bench", description=__doc__)
     parser.add_argument("--path", type=_path_id, default="trsm_small")
-    parser.add_argument("--dtype", nargs="+", default=list(get_path("trsm_small").dtypes))
+    parser.add_argument("--dtype", nargs="+", help="default: every dtype of the path")
     parser.add_argument("--source", type=_source_file, help="kernel source (default: the seed)")
     parser.add_argument("--label", type=_label, default=None)
     parser.add_argument("--gpu", type=_device_index, default=0)
     parser.add_argument("--json", type=_json_file, help="also write the full reports here")
     args = parser.parse_args(argv)
     spec = get_path(args.path)
+    args.dtype = args.dtype or list(spec.dtypes)
     unknown = [d for d in args.dtype if d not in spec.dtypes]
     if unknown:
         parser.error(

@@ -52,8 +52,11 @@ class TrsmSmallDriver:
         """
         m, n = b.shape
         if a.shape != (m, m) or not self.spec.serves(m, n):
+            env = self.spec.envelope
             raise ValueError(
-                f"trsm_small serves A m×m, B m×n with m, n ≤ 64; got {a.shape}, {b.shape}"
+                f"{self.spec.path_id} serves A m×m, B m×n with {env.get('m_min', 1)} ≤ m ≤ "
+                f"{env['m_max']}, {env.get('n_min', 1)} ≤ n ≤ {env['n_max']}; got {a.shape}, "
+                f"{b.shape}"
             )
         if a.dtype != self.dtype or b.dtype != self.dtype:
             raise ValueError(f"arrays must be {self.dtype}; got {a.dtype}, {b.dtype}")

@@ -6,7 +6,7 @@
 //      triangle is never read (it may hold anything, NaN included).
 //   B: m x n, column-major, leading dimension ldb (= m); X overwrites B in place.
 //   The path serves m = 64, 1 <= n <= 64; the kernel is also right for any 1 <= m <= 64 (the
-//   evaluator's fixed audit, sweep and sanitizer shapes have m < 64). complex128 only.
+//   evaluator's fixed audit pair and scale sweep have m < 64). complex128 only.
 //
 // Why a pipeline: a 64 x 64 complex128 matrix is 64 KB, the paper's whole per-block shared-memory
 // budget, so A and B cannot both sit on chip. A is split 2 x 2 into A11, A21, A22 (32 x 32 each,

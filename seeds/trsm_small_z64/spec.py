@@ -49,7 +49,7 @@ TRSM_SMALL_Z64 = PathSpec(
         "alpha=1. Solve A*X = B for X, A is m x m lower triangular (upper triangle holds garbage "
         "and must not be read), B is m x n, both column-major with lda = ldb = m; X overwrites B "
         "in place. The path serves m = 64 and 1 <= n <= 64; the evaluator also checks fixed "
-        "cases at m < 64 (4 x 4, 33 x 2, 33 x 31), so the kernel must stay right for any "
+        "cases at m < 64 (4 x 4, 33 x 2), so the kernel must stay right for any "
         '1 <= m <= 64. Kernel signature: extern "C" __global__ void '
         "trsm_small_z64_kernel(const scalar_t* A, scalar_t* B, int m, int n, int lda, int ldb). "
         "Launch geometry comes from kernevo_launch_config(m, n, cfg) which writes grid xyz, "
