@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .spec import DTYPES, PathSpec, check_dtype
+from .trsm_blocked.spec import TRSM_BLOCKED
 from .trsm_small.spec import TRSM_SMALL
 from .trsm_small_z64.spec import TRSM_SMALL_Z64
 
-PATHS: dict[str, PathSpec] = {spec.path_id: spec for spec in (TRSM_SMALL, TRSM_SMALL_Z64)}
+PATHS: dict[str, PathSpec] = {
+    spec.path_id: spec for spec in (TRSM_SMALL, TRSM_SMALL_Z64, TRSM_BLOCKED)
+}
 OPS: tuple[str, ...] = tuple(sorted({spec.op for spec in PATHS.values()}))
 
 

@@ -1,0 +1,123 @@
+"""Launching a compiled `trsm_blocked` candidate: its diagonal-block kernel, then cuBLAS GEMMs
+block row by block row, all on one stream (so that one captured graph holds a whole solve).
+
+Launch geometry (docs/CONTRACTS.md "paths"): the candidate's ``kernevo_launch_config(m, n, cfg)``
+gives the diagonal kernel's launch for (m, n), checked as every path's is
+(``seeds.driver.CompiledKernel``); ``kernevo_block_size(cfg)`` gives NB, from which this driver
+forms the block rows. When m ≤ NB the kernel solves B directly (one diagonal block, no GEMM).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cublas import VendorGemm
+from ..driver import CompiledKernel
+from ..spec import PathSpec, check_dtype
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
+# The largest NB a candidate may ask for: the inverse workspace is ceil(m / NB)·NB² scalars.
+_MAX_NB = 4096
+
+
+class TrsmBlockedDriver:
+    """Solve A·X = B in place with a compiled `trsm_blocked` cubin and cuBLAS GEMMs.
+
+    Args:
+        cubin: the compiled module; dtype: the dtype it was compiled for; spec: the path's spec.
+
+    Raises:
+        UnknownDtypeError: unsupported ``dtype``.
+        GeometryError: the candidate's NB is not in [1, 4096].
+        cupy.cuda.driver.CUDADriverError: the cubin does not load or lacks an entry.
+        OSError: libcublas cannot be loaded.
+    """
+
+    def __init__(self, cubin: bytes, dtype: str, spec: PathSpec) -> None:
+        import cupy
+
+        from ..driver import GeometryError
+
+        self.dtype = check_dtype(dtype, spec.dtypes)
+        self.spec = spec
+        self.compiled = CompiledKernel(cubin, spec.kernel_name, spec.config_kernel_name)
+        cfg = cupy.full(1, -1, dtype=cupy.int32)
+        self.compiled.module.get_function("kernevo_block_size")((1,), (1,), (cfg,))
+        self.nb = int(cfg.get()[0])
+        if not 1 <= self.nb <= _MAX_NB:
+            raise GeometryError(f"block size NB = {self.nb} outside [1, {_MAX_NB}]")
+        self._gemm = VendorGemm(dtype)
+        # Workspaces per (m, n), allocated on the first call of a shape (outside graph capture:
+        # the evaluator's timing warms up before it captures).
+        self._workspace: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+    def _buffers(self, m: int, n: int) -> tuple[Any, Any]:
+        import cupy
+
+        if (m, n) not in self._workspace:
+            nb, blocks = self.nb, -(-m // self.nb)
+            inverse = cupy.empty(blocks * nb * nb * _ITEMSIZE[self.dtype], dtype=cupy.uint8)
+            rows = cupy.empty(nb * n * _ITEMSIZE[self.dtype], dtype=cupy.uint8)
+            self._workspace[(m, n)] = (inverse, rows)
+        return self._workspace[(m, n)]
+
+    def solve_raw(
+        self, a_ptr: int, b_ptr: int, m: int, n: int, lda: int, ldb: int, stream: Any = None
+    ) -> None:
+        """X = A⁻¹·B over B on raw device pointers (column-major A m×m, B m×n) on ``stream``
+        (a CuPy stream; None: the current one).
+
+        Raises:
+            GeometryError: the candidate's launch does not fit the device.
+        """
+        import cupy
+        import numpy as np
+
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        geometry = self.compiled.geometry(m, n)
+        nb, size = self.nb, _ITEMSIZE[self.dtype]
+        if m <= nb:
+            args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(b_ptr),
+                    np.int32(ldb), np.int32(n), np.int32(1))  # fmt: skip
+            self.compiled.launch(geometry, args, stream)
+            return
+        inverse, rows = self._buffers(m, n)
+        inv_ptr, w_ptr = inverse.data.ptr, rows.data.ptr
+        args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(inv_ptr),
+                np.int32(nb), np.int32(0), np.int32(0))  # fmt: skip
+        self.compiled.launch(geometry, args, stream)
+        self._gemm.set_stream(stream.ptr)
+        gemm = self._gemm.gemm
+        for r0 in range(0, m, nb):
+            mb = min(nb, m - r0)
+            b_i = b_ptr + r0 * size
+            if r0:  # B_i −= A_i,0:i · X_0:i (rows above r0 of B already hold X)
+                gemm(mb, n, r0, -1.0, a_ptr + r0 * size, lda, b_ptr, ldb, 1.0, b_i, ldb)
+            # W = inv(D_i) · B_i, then X_i = W: a GEMM cannot write over its own input.
+            inv_i = inv_ptr + (r0 // nb) * nb * nb * size
+            gemm(mb, n, mb, 1.0, inv_i, nb, b_i, ldb, 0.0, w_ptr, nb)
+            cupy.cuda.runtime.memcpy2DAsync(
+                b_i, ldb * size, w_ptr, nb * size, mb * size, n,
+                cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr,
+            )  # fmt: skip
+
+    def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
+        """Overwrite ``b`` (m×n, Fortran order) with X = A⁻¹·B; ``a`` is m×m lower, Fortran order.
+
+        Returns ``b``. Raises ``ValueError`` for shapes outside the path's envelope, a dtype other
+        than the driver's, or arrays that are not Fortran-contiguous.
+        """
+        m, n = b.shape
+        if a.shape != (m, m) or not self.spec.serves(m, n):
+            env = self.spec.envelope
+            raise ValueError(
+                f"{self.spec.path_id} serves A m×m, B m×n with {env.get('m_min', 1)} ≤ m ≤ "
+                f"{env['m_max']}, {env.get('n_min', 1)} ≤ n ≤ {env['n_max']}; got {a.shape}, "
+                f"{b.shape}"
+            )
+        if a.dtype != self.dtype or b.dtype != self.dtype:
+            raise ValueError(f"arrays must be {self.dtype}; got {a.dtype}, {b.dtype}")
+        if not (a.flags.f_contiguous and b.flags.f_contiguous):
+            raise ValueError("A and B must be column-major (Fortran-contiguous)")
+        self.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m, stream)
+        return b
