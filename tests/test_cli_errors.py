@@ -18,6 +18,10 @@ import pytest
 from evolver.errors import NoGpuError
 from evolver.gpu import GpuNotFoundError, absence_message, query_gpu
 from kernevo.cli import main
+from seeds.registry import PATHS
+
+# What an unknown-path message lists (seeds.registry.get_path: sorted ids).
+KNOWN_PATHS = ", ".join(sorted(PATHS))
 
 
 def _kernevo(
@@ -160,14 +164,14 @@ def test_missing_device_index_is_one_line(tmp_path: Path) -> None:
     ("args", "line"),
     [
         (["--path", "trsm_tiny", "--dtype", "float64"],
-         "argument --path: unknown path 'trsm_tiny'; known paths: trsm_small, trsm_small_z64"),
+         "argument --path: unknown path 'trsm_tiny'; known paths: " + KNOWN_PATHS),
         (["--path", "../../etc", "--dtype", "float32", "--compile-only", "--iterations", "1"],
-         "argument --path: unknown path '../../etc'; known paths: trsm_small, trsm_small_z64"),
+         "argument --path: unknown path '../../etc'; known paths: " + KNOWN_PATHS),
         (["--path", "trsm_small", "--dtype", "int8", "--compile-only"],
          "argument --dtype: unknown dtype 'int8'; expected one of float32, float64, complex64, "
          "complex128"),
         (["--resume", "--path", "trsm_tiny", "--dtype", "float64"],
-         "argument --path: unknown path 'trsm_tiny'; known paths: trsm_small, trsm_small_z64"),
+         "argument --path: unknown path 'trsm_tiny'; known paths: " + KNOWN_PATHS),
     ],
 )  # fmt: skip
 def test_an_unknown_path_or_dtype_on_the_command_line_is_a_usage_error(
@@ -183,7 +187,7 @@ def test_an_unknown_path_or_dtype_on_the_command_line_is_a_usage_error(
     ("content", "line"),
     [
         ("path: ../../etc\ndtype: float32\n",
-         "path: unknown path '../../etc'; known paths: trsm_small, trsm_small_z64"),
+         "path: unknown path '../../etc'; known paths: " + KNOWN_PATHS),
         ("path: trsm_small\ndtype: int8\n", "dtype: unknown dtype 'int8'; expected one of "),
         ("path: trsm_small\ndtype: float32\nislands: 65\n",
          "islands: Input should be less than or equal to 64"),
