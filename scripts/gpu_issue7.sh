@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# On the lent H200, issue 7's first parts (paths own their parts, trsm_small_z64, routing),
+# On the lent H200, issue 7's first parts (paths own their parts, trsm_small_z64, trsm_blocked,
+# routing),
 # after `. scripts/device_env.sh` with `.whl` carried; fits one 10-minute call:
 #   every GPU test (the path refactor touched the worker's and the loader's GPU code, never run
 #   on a GPU when written); the trsm_small_z64 seed and trsm_small's seed against cuBLAS at
-#   complex128 64 x n; a 30-iteration trsm_small_z64 job (its champion then competes with
+#   complex128 64 x n, the trsm_blocked seed at its timed shapes; a 30-iteration trsm_small_z64 job (its champion then competes with
 #   trsm_small's at complex128 64 x 64 in the routing); the red-team corpus again.
 # Writes pytest_gpu.log, bench.md, evolve_z64.log, stats.txt and redteam.md under $OUT.
 set -uo pipefail
@@ -16,6 +17,8 @@ timeout 300 python3 -m pytest -q -p no:cacheprovider -rs -m gpu --durations=10 t
 {
   python3 -m evaluator.bench --path trsm_small_z64 --dtype complex128 --label z64-seed | tail -n +3
   python3 -m evaluator.bench --path trsm_small --dtype complex128 --label small-seed | tail -n +3
+  python3 -m evaluator.bench --path trsm_blocked --dtype float32 float64 --label blocked-seed |
+    tail -n +3
 } 2>&1 | tee "$out/bench.md"
 export KERNEVO_DATABASE_URL=sqlite:////tmp/k8/kernevo.db KERNEVO_WORK_DIR=/tmp/k8/runs
 mkdir -p /tmp/k8
