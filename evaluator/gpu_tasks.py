@@ -7,6 +7,7 @@ cross the process boundary by pickling.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict
 from typing import Any
@@ -40,6 +41,7 @@ from evaluator.timing import time_shape
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
 from seeds.registry import get_path
+from seeds.spec import close_driver
 
 
 def gpu_info() -> dict[str, Any]:
@@ -304,11 +306,28 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     """
     if task["kind"] == "info":
         return {"gpu": gpu_info()}
+    # The task's drivers are released when it ends, however it ends (a driver that calls cuBLAS
+    # holds a handle and a workspace; the worker loads one per candidate).
+    with contextlib.ExitStack() as owned:
+        return _run_checks_and_timing(task, owned)
+
+
+def _release(driver: Any) -> None:
+    """Close ``driver`` (``seeds.spec.close_driver``) at the end of a task. An error here is
+    dropped: after a CUDA fault every call on the context fails, the task's own outcome is what
+    the worker reports, and the worker is retired after a fault anyway."""
+    with contextlib.suppress(Exception):
+        close_driver(driver)
+
+
+def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) -> dict[str, Any]:
+    """:func:`run` for every kind but ``info``; drivers it loads are closed by ``owned``."""
     dtype = task["dtype"]
     t0 = time.perf_counter()
     spec = get_path(task["path_id"])
     check = solution_check(spec.reference_check)
     driver = spec.driver(task["cubin"], dtype)
+    owned.callback(_release, driver)
     failure, passed = verify(driver, dtype, task["shapes"], task["seeds"], task["growth"], check)
     phases = {"verify": time.perf_counter() - t0}
     result: dict[str, Any] = {
@@ -330,6 +349,7 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     rivals: dict[str, Any] = {}
     if task.get("rival_cubin"):
         rival = spec.driver(task["rival_cubin"], dtype)
+        owned.callback(_release, rival)
         rivals[task.get("rival_name", "champion")] = rival.solve_raw
     timings, rival_timings = [], []
     try:

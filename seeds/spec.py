@@ -55,6 +55,15 @@ class PathDriver(Protocol):
     def solve(self, a: Any, b: Any, stream: Any = None) -> Any: ...
 
 
+def close_driver(driver: object) -> None:
+    """Release what ``driver`` holds beyond its module, where it has a ``close()`` (a driver
+    that calls cuBLAS keeps a handle and a workspace); a driver without one holds nothing
+    (its module goes with it)."""
+    close = getattr(driver, "close", None)
+    if callable(close):
+        close()
+
+
 class Baseline(Protocol):
     """The vendor library solving the path's problem, timed against the candidate
     (``evaluator.timing.time_shape``): bound to a stream, launched on raw pointers, closed."""

@@ -103,6 +103,9 @@ class FakeDriver:
     def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
         raise AssertionError("the fake pipeline never launches on device arrays")
 
+    def close(self) -> None:
+        self.calls.log.append(("driver_closed", self.cubin))
+
 
 class FakeBaseline:
     """Stands in for the vendor baseline: records its construction and its closing."""
@@ -199,6 +202,25 @@ def test_the_evaluator_reaches_a_path_only_through_its_spec(fake_path, monkeypat
     assert (m, n, dtype) == (16, 16, "float64")
     assert isinstance(baseline, FakeBaseline) and check is accuracy.SOLUTION_CHECKS["fake_check"]
     assert candidate.__self__.cubin == b"cubin" and rivals["champion"].__self__.cubin == b"rival"
+    # Both drivers are closed when the task ends, after the last solve (a driver that calls
+    # cuBLAS holds a handle and a workspace; the worker loads one per candidate).
+    closed = [entry for entry in log if entry[0] == "driver_closed"]
+    assert sorted(closed) == [("driver_closed", b"cubin"), ("driver_closed", b"rival")]
+    assert max(i for i, e in enumerate(log) if e[0] == "solve") < kinds.index("driver_closed")
+
+
+def test_a_task_that_raises_still_closes_its_driver(fake_path, monkeypatch):
+    calls, _ = fake_path
+
+    def broken(driver, problem):
+        raise RuntimeError("cudaErrorIllegalAddress")
+
+    monkeypatch.setattr(gpu_tasks, "run_candidate", broken)
+    task = {"kind": "check", "cubin": b"cubin", "path_id": "fake_path", "dtype": "float64",
+            "shapes": [(7, 5)], "seeds": [1], "growth": False}  # fmt: skip
+    with pytest.raises(RuntimeError, match="IllegalAddress"):
+        gpu_tasks.run(task)
+    assert ("driver_closed", b"cubin") in calls.log
 
 
 def test_the_loader_launches_a_path_through_the_driver_its_spec_names(fake_path):

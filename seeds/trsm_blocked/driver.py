@@ -51,6 +51,12 @@ class TrsmBlockedDriver:
         # the evaluator's timing warms up before it captures).
         self._workspace: dict[tuple[int, int], tuple[Any, Any]] = {}
 
+    def close(self) -> None:
+        """Release the cuBLAS handle, its workspace and the per-shape buffers (the evaluator's
+        GPU worker loads a driver per candidate: without this each one would keep them)."""
+        self._gemm.close()
+        self._workspace.clear()
+
     def _buffers(self, m: int, n: int) -> tuple[Any, Any]:
         import cupy
 
