@@ -17,6 +17,29 @@ _DEFAULT_DYNAMIC_SHARED = 48 * 1024
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
+def check_solve_arrays(spec: Any, dtype: Any, a: Any, b: Any) -> tuple[int, int]:
+    """(m, n) of a solve on arrays ``a`` (m×m) and ``b`` (m×n), checked the way every path's
+    driver ``solve`` needs them: inside ``spec``'s envelope (``PathSpec.serves``), of the
+    driver's ``dtype``, both Fortran-contiguous.
+
+    Raises:
+        ValueError: one line naming what is wrong (the path, its envelope and the shapes got).
+    """
+    m, n = b.shape
+    if a.shape != (m, m) or not spec.serves(m, n):
+        env = spec.envelope
+        raise ValueError(
+            f"{spec.path_id} serves A m×m, B m×n with {env.get('m_min', 1)} ≤ m ≤ "
+            f"{env['m_max']}, {env.get('n_min', 1)} ≤ n ≤ {env['n_max']}; got {a.shape}, "
+            f"{b.shape}"
+        )
+    if a.dtype != dtype or b.dtype != dtype:
+        raise ValueError(f"arrays must be {dtype}; got {a.dtype}, {b.dtype}")
+    if not (a.flags.f_contiguous and b.flags.f_contiguous):
+        raise ValueError("A and B must be column-major (Fortran-contiguous)")
+    return m, n
+
+
 class GeometryError(ValueError):
     """The candidate asked for a launch the device cannot run."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cublas import VendorGemm
-from ..driver import CompiledKernel
+from ..driver import CompiledKernel, check_solve_arrays
 from ..spec import PathSpec, check_dtype
 
 _ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
@@ -113,17 +113,6 @@ class TrsmBlockedDriver:
         Returns ``b``. Raises ``ValueError`` for shapes outside the path's envelope, a dtype other
         than the driver's, or arrays that are not Fortran-contiguous.
         """
-        m, n = b.shape
-        if a.shape != (m, m) or not self.spec.serves(m, n):
-            env = self.spec.envelope
-            raise ValueError(
-                f"{self.spec.path_id} serves A m×m, B m×n with {env.get('m_min', 1)} ≤ m ≤ "
-                f"{env['m_max']}, {env.get('n_min', 1)} ≤ n ≤ {env['n_max']}; got {a.shape}, "
-                f"{b.shape}"
-            )
-        if a.dtype != self.dtype or b.dtype != self.dtype:
-            raise ValueError(f"arrays must be {self.dtype}; got {a.dtype}, {b.dtype}")
-        if not (a.flags.f_contiguous and b.flags.f_contiguous):
-            raise ValueError("A and B must be column-major (Fortran-contiguous)")
+        m, n = check_solve_arrays(self.spec, self.dtype, a, b)
         self.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m, stream)
         return b
