@@ -24,6 +24,7 @@ from evaluator.champion import SANITIZER_TOOLS, ChampionReport
 from evaluator.inputs import SCALE_EXPONENTS, SWEEP_SHAPE
 from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
+from kernevo.client import describe_envelope
 from seeds.spec import PathSpec
 
 # The checks the pipeline runs on every candidate whose report reaches status "ok" at the timing
@@ -140,11 +141,7 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
     """Plain statements of what the verification in ``report`` did not cover."""
     assert report.gpu is not None
     gpu = report.gpu
-    env = spec.envelope
-    envelope = ", ".join(
-        f"{env[low]} <= {name} <= {env[high]}" if env.get(low, 1) > 1 else f"{name} <= {env[high]}"
-        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
-    )
+    envelope = describe_envelope(spec.envelope)
     scales = [float(s) for s in report.input_scales]
     if "scale_invariance" in checks and scales:
         scaled = "magnitudes other than those distributions scaled by " + _scales_in_words(

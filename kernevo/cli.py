@@ -488,12 +488,9 @@ def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) 
     """
     metrics = kernel.get("metrics", {})
     envelope = kernel.get("envelope", {})
-    bounds = ", ".join(
-        f"{envelope[low]} <= {name} <= {envelope.get(high)}"
-        if envelope.get(low) is not None
-        else f"{name} <= {envelope.get(high)}"
-        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
-    )
+    from kernevo.client import describe_envelope
+
+    bounds = describe_envelope(envelope)
     lines = [
         f"{args.op} {args.dtype} m={args.m} n={args.n} on {gpu_key}: path {kernel['path']}, "
         f"shape bucket {kernel['shape_bucket']}",

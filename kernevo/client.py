@@ -130,11 +130,22 @@ class Envelope:
         return (self.m_min or 1) <= m <= self.m_max and (self.n_min or 1) <= n <= self.n_max
 
     def describe(self) -> str:
-        """``m <= 64, n <= 64``, or ``64 <= m <= 64, n <= 64`` with a lower bound."""
-        return ", ".join(
-            f"{low} <= {name} <= {high}" if low is not None else f"{name} <= {high}"
-            for name, low, high in (("m", self.m_min, self.m_max), ("n", self.n_min, self.n_max))
+        """:func:`describe_envelope` of this envelope."""
+        return describe_envelope(
+            {"m_min": self.m_min, "m_max": self.m_max, "n_min": self.n_min, "n_max": self.n_max}
         )
+
+
+def describe_envelope(envelope: Mapping[str, Any]) -> str:
+    """An envelope (``m_max``, ``n_max``, optional ``m_min``/``n_min``, as a path's spec, the
+    service and a certificate state it) in words: ``m <= 64, n <= 64``, or
+    ``64 <= m <= 64, n <= 64`` with a lower bound. A bound missing or None is left out."""
+    return ", ".join(
+        f"{envelope[low]} <= {name} <= {envelope.get(high)}"
+        if envelope.get(low) is not None
+        else f"{name} <= {envelope.get(high)}"
+        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
+    )
 
 
 @dataclass(frozen=True)
