@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kernevo.text import printable
 
@@ -62,6 +62,10 @@ class _LaunchModel(BaseModel):
     config_kernel: str
 
 
+# A SHA-256 digest as hex: anything else is a malformed answer, refused before it is compared.
+_SHA256_HEX = r"^[0-9a-fA-F]{64}$"
+
+
 class _ChampionModel(BaseModel):
     """The champion's metadata as the service sends it, less ``cubin_b64``.
 
@@ -77,9 +81,9 @@ class _ChampionModel(BaseModel):
     program_id: int
     arch: str
     nvrtc_version: str | None = None
-    cubin_sha256: str
+    cubin_sha256: str = Field(pattern=_SHA256_HEX)
     source: str
-    source_sha256: str
+    source_sha256: str = Field(pattern=_SHA256_HEX)
     compile_options: list[str]
     launch: _LaunchModel
     envelope: _EnvelopeModel

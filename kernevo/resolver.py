@@ -90,6 +90,11 @@ class Decision:
     refusals: tuple[Refusal, ...] = ()
     compared: tuple[Compared, ...] = ()
 
+    def __post_init__(self) -> None:
+        # A reason quotes the service (digests, key ids, versions): whatever a hostile or broken
+        # service sends, the line explain() prints and the log records stays one printable line.
+        object.__setattr__(self, "reason", printable(self.reason, limit=len(self.reason)))
+
 
 @dataclass(frozen=True)
 class Compared:

@@ -50,6 +50,7 @@ from kernevo.keys import local_public_key, trusted_keys
 from kernevo.lockfile import LockFile, entry_for
 from kernevo.settings import LoaderSettings
 from kernevo.signature import champion_payload, key_id, signature_valid
+from kernevo.text import printable
 
 RefusalCheck = Literal[
     "cubin_digest_mismatch",
@@ -74,6 +75,10 @@ class Refusal:
     check: RefusalCheck
     detail: str
     source: str = ""
+
+    def __post_init__(self) -> None:
+        # The detail quotes the champion's own fields (key id, digests): kept one printable line.
+        object.__setattr__(self, "detail", printable(self.detail, limit=len(self.detail)))
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,40 @@ def test_a_lone_surrogate_from_the_service_goes_to_cublas(
     assert not any(path.is_file() for path in tmp_path.rglob("*"))  # nothing was cached
 
 
+# --- control characters in fields a reason quotes -----------------------------------------
+
+
+@pytest.mark.parametrize("field", ["source_sha256", "cubin_sha256"])
+@pytest.mark.parametrize("value", ["\x1f", "\n" * 64, "g" * 64, "ab" * 31])
+def test_a_digest_that_is_not_64_hex_digits_is_a_malformed_answer(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    # CI found source_sha256 "\x1f": the digest check quoted it into an unprintable reason.
+    h = Harness(FakeService(200, body_bytes({**champion_json(), field: value})), tmp_path)
+
+    decision = answers(h)
+
+    assert decision.route == "cublas"
+    assert decision.reason.startswith("bad service response: "), decision.reason
+    assert field in decision.reason
+    assert not any(path.is_file() for path in tmp_path.rglob("*"))
+
+
+@pytest.mark.parametrize("value", ["\x1b[2J", "key\nid", "\x00", "\u2028"])
+def test_a_key_id_with_control_characters_is_refused_in_one_printable_line(
+    tmp_path: Path, value: str
+) -> None:
+    h = Harness(
+        FakeService(200, body_bytes({**champion_json(), "signing_key_id": value})), tmp_path
+    )
+
+    decision = answers(h)
+
+    assert decision.route == "cublas"
+    assert [refusal.check for refusal in decision.refusals] == ["unknown_key"]
+    assert decision.reason.isprintable() and decision.refusals[0].detail.isprintable()
+
+
 @pytest.mark.parametrize("field", ["source", "arch", "metrics"])
 def test_a_lone_surrogate_in_the_cache_is_a_miss(tmp_path: Path, field: str) -> None:
     h = cached_harness(tmp_path)
