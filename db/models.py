@@ -44,7 +44,10 @@ class Job(Base):
     """One evolution run of one path in one dtype on one GPU model and shape bucket."""
 
     __tablename__ = "job"
-    __table_args__ = (CheckConstraint(f"state IN ({_JOB_STATES})", name="state"),)
+    __table_args__ = (
+        CheckConstraint(f"state IN ({_JOB_STATES})", name="state"),
+        Index("ix_job_queue", "state", "queued_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     path: Mapped[str] = mapped_column(String(64))
@@ -61,6 +64,14 @@ class Job(Base):
     last_failure_kind: Mapped[str | None] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+    # The job queue (db.queue): queued_at is set for a job that workers may claim (created through
+    # the API, or returned to the queue by the reaper); None for a job ``kernevo evolve`` runs in
+    # its own process. claimed_by names the worker holding it (host:pid:token).
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_gpu: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
 
     programs: Mapped[list[Program]] = relationship(back_populates="job", order_by="Program.id")
 
