@@ -1,5 +1,7 @@
-"""Launching a compiled `trsm_blocked` candidate: its diagonal-block kernel, then cuBLAS GEMMs
-block row by block row, all on one stream (so that one captured graph holds a whole solve).
+"""Launching a compiled `trsm_blocked` candidate: its diagonal-block kernel, then cuBLAS GEMMs in
+the order of ``schedule.block_schedule`` (recursive halving) into a workspace W that receives X,
+then one 2-D copy of W into B, all on one stream (so that one captured graph holds a whole
+solve).
 
 Launch geometry (docs/CONTRACTS.md "paths"): the candidate's ``kernevo_launch_config(m, n, cfg)``
 gives the diagonal kernel's launch for (m, n), checked as every path's is
@@ -14,6 +16,7 @@ from typing import Any
 from ..cublas import VendorGemm
 from ..driver import CompiledKernel, check_solve_arrays
 from ..spec import PathSpec, check_dtype
+from .schedule import Operands, Step, block_schedule, issue_gemms
 
 _ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 # The largest NB a candidate may ask for: the inverse workspace is ceil(m / NB)·NB² scalars.
@@ -47,9 +50,12 @@ class TrsmBlockedDriver:
         if not 1 <= self.nb <= _MAX_NB:
             raise GeometryError(f"block size NB = {self.nb} outside [1, {_MAX_NB}]")
         self._gemm = VendorGemm(dtype)
-        # Workspaces per (m, n), allocated on the first call of a shape (outside graph capture:
-        # the evaluator's timing warms up before it captures).
+        # Workspaces per (m, n): the inverses (ceil(m / NB)·NB² scalars) and W (m·n scalars),
+        # allocated on the first call of a shape, outside graph capture (the evaluator's timing
+        # warms up before it captures), and kept while the driver lives: a captured graph holds
+        # their addresses, so they are never reallocated under it.
         self._workspace: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._schedules: dict[int, tuple[Step, ...]] = {}
 
     def close(self) -> None:
         """Release the cuBLAS handle, its workspace and the per-shape buffers (the evaluator's
@@ -63,9 +69,14 @@ class TrsmBlockedDriver:
         if (m, n) not in self._workspace:
             nb, blocks = self.nb, -(-m // self.nb)
             inverse = cupy.empty(blocks * nb * nb * _ITEMSIZE[self.dtype], dtype=cupy.uint8)
-            rows = cupy.empty(nb * n * _ITEMSIZE[self.dtype], dtype=cupy.uint8)
-            self._workspace[(m, n)] = (inverse, rows)
+            work = cupy.empty(m * n * _ITEMSIZE[self.dtype], dtype=cupy.uint8)
+            self._workspace[(m, n)] = (inverse, work)
         return self._workspace[(m, n)]
+
+    def _schedule(self, m: int) -> tuple[Step, ...]:
+        if m not in self._schedules:
+            self._schedules[m] = block_schedule(m, self.nb)
+        return self._schedules[m]
 
     def solve_raw(
         self, a_ptr: int, b_ptr: int, m: int, n: int, lda: int, ldb: int, stream: Any = None
@@ -87,25 +98,18 @@ class TrsmBlockedDriver:
                     np.int32(ldb), np.int32(n), np.int32(1))  # fmt: skip
             self.compiled.launch(geometry, args, stream)
             return
-        inverse, rows = self._buffers(m, n)
-        inv_ptr, w_ptr = inverse.data.ptr, rows.data.ptr
+        inverse, work = self._buffers(m, n)
+        inv_ptr, w_ptr = inverse.data.ptr, work.data.ptr
         args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(inv_ptr),
                 np.int32(nb), np.int32(0), np.int32(0))  # fmt: skip
         self.compiled.launch(geometry, args, stream)
         self._gemm.set_stream(stream.ptr)
-        gemm = self._gemm.gemm
-        for r0 in range(0, m, nb):
-            mb = min(nb, m - r0)
-            b_i = b_ptr + r0 * size
-            if r0:  # B_i −= A_i,0:i · X_0:i (rows above r0 of B already hold X)
-                gemm(mb, n, r0, -1.0, a_ptr + r0 * size, lda, b_ptr, ldb, 1.0, b_i, ldb)
-            # W = inv(D_i) · B_i, then X_i = W: a GEMM cannot write over its own input.
-            inv_i = inv_ptr + (r0 // nb) * nb * nb * size
-            gemm(mb, n, mb, 1.0, inv_i, nb, b_i, ldb, 0.0, w_ptr, nb)
-            cupy.cuda.runtime.memcpy2DAsync(
-                b_i, ldb * size, w_ptr, nb * size, mb * size, n,
-                cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr,
-            )  # fmt: skip
+        ops = Operands(a_ptr, lda, b_ptr, ldb, inv_ptr, w_ptr, size)
+        issue_gemms(self._schedule(m), self._gemm.gemm, ops, m, n, nb)
+        cupy.cuda.runtime.memcpy2DAsync(
+            b_ptr, ldb * size, w_ptr, m * size, m * size, n,
+            cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr,
+        )  # fmt: skip
 
     def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
         """Overwrite ``b`` (m×n, Fortran order) with X = A⁻¹·B; ``a`` is m×m lower, Fortran order.
