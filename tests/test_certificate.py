@@ -131,6 +131,19 @@ def test_built_from_a_verified_report() -> None:
     assert "NaN or Inf inputs (no containment check ran)" in text
 
 
+def test_a_containment_check_below_the_envelope_is_said_to_cover_no_served_shape() -> None:
+    # trsm_blocked serves m >= 128: the 64x8 containment inputs exercise its direct solve only.
+    blocked = get_path("trsm_blocked")
+    report = _measured_report()
+    report.path_id = blocked.path_id
+
+    served = " ".join(build_certificate(_measured_report(), SPEC).not_verified)
+    below = " ".join(build_certificate(report, blocked).not_verified)
+
+    assert "containment check at m=64 n=8" in served and "no shape the path serves" not in served
+    assert "containment check at m=64 n=8" in below and "no shape the path serves" in below
+
+
 def test_checks_are_claimed_only_when_the_report_shows_they_ran() -> None:
     report = _report()
     report.champion_checks = ["held_out_shapes", "determinism", "sanitizer_memcheck"]
