@@ -91,18 +91,15 @@ class TrsmBlockedDriver:
         import numpy as np
 
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
-        geometry = self.compiled.geometry(m, n)
         nb, size = self.nb, _ITEMSIZE[self.dtype]
         if m <= nb:
             args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(b_ptr),
                     np.int32(ldb), np.int32(n), np.int32(1))  # fmt: skip
-            self.compiled.launch(geometry, args, stream)
+            self.compiled.launch(self.compiled.geometry(m, n), args, stream)
             return
+        self.invert_raw(a_ptr, m, n, lda, stream)
         inverse, work = self._buffers(m, n)
         inv_ptr, w_ptr = inverse.data.ptr, work.data.ptr
-        args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(inv_ptr),
-                np.int32(nb), np.int32(0), np.int32(0))  # fmt: skip
-        self.compiled.launch(geometry, args, stream)
         self._gemm.set_stream(stream.ptr)
         ops = Operands(a_ptr, lda, b_ptr, ldb, inv_ptr, w_ptr, size)
         issue_gemms(self._schedule(m), self._gemm.gemm, ops, m, n, nb)
@@ -110,6 +107,26 @@ class TrsmBlockedDriver:
             b_ptr, ldb * size, w_ptr, m * size, m * size, n,
             cupy.cuda.runtime.memcpyDeviceToDevice, stream.ptr,
         )  # fmt: skip
+
+    def invert_raw(self, a_ptr: int, m: int, n: int, lda: int, stream: Any = None) -> None:
+        """The first phase of a solve at m > NB alone: the candidate's kernel inverts every
+        diagonal block of A into the (m, n) workspace (``scripts/bench_blocked.py`` times it
+        apart from the GEMMs, as the paper's Table 3 splits inversion from GEMM time).
+
+        Raises:
+            ValueError: m ≤ NB (no inversion: the kernel solves directly).
+            GeometryError: the candidate's launch does not fit the device.
+        """
+        import cupy
+        import numpy as np
+
+        if m <= self.nb:
+            raise ValueError(f"m = {m} <= NB = {self.nb}: the kernel solves directly")
+        stream = stream if stream is not None else cupy.cuda.get_current_stream()
+        inverse, _ = self._buffers(m, n)
+        args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(inverse.data.ptr),
+                np.int32(self.nb), np.int32(0), np.int32(0))  # fmt: skip
+        self.compiled.launch(self.compiled.geometry(m, n), args, stream)
 
     def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
         """Overwrite ``b`` (m×n, Fortran order) with X = A⁻¹·B; ``a`` is m×m lower, Fortran order.
