@@ -182,6 +182,22 @@ class ChampionPromotion(Base):
     promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
 
+class ApiToken(Base):
+    """A bearer token of the REST API (``db.tokens``): its scope, ``read`` or ``write``, and the
+    SHA-256 of its secret; the secret itself is never stored. A revoked token keeps its row
+    (``revoked_at`` set) so that ``kernevo token list`` still shows it."""
+
+    __tablename__ = "api_token"
+    __table_args__ = (CheckConstraint("scope IN ('read', 'write')", name="scope"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    scope: Mapped[str] = mapped_column(String(8))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
 @event.listens_for(Program, "before_update")
 @event.listens_for(Evaluation, "before_update")
 def _refuse_update(mapper: Mapper[Any], connection: Any, target: Program | Evaluation) -> None:

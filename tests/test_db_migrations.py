@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.session import make_engine
 
-TABLES = {"job", "program", "evaluation", "champion", "champion_promotion"}
+TABLES = {"job", "program", "evaluation", "champion", "champion_promotion", "api_token"}
 
 
 def _inspect(url: str) -> tuple[set[str], dict[str, object]]:
