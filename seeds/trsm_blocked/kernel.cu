@@ -36,6 +36,9 @@
 //   TB_IB        inner block IB: right-hand sides per thread block (paper: NB / 8)
 //   TB_THREADS   threads per block; each thread holds NB * IB / TB_THREADS entries of its
 //                right-hand sides in registers
+//   TB_UNROLL    unroll factor of the substitution's step loop
+//   TB_PREFETCH  1: column k+1 of D is loaded into registers during step k (hides its latency
+//                behind the barrier; not in the paper); 0: read at step k, as the paper does
 
 // ---- fixed prelude: scalar type and arithmetic (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -107,6 +110,7 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #define TB_IB 32        // tune: 16 32 64
 #define TB_THREADS 256  // tune: 128 256 512 1024
 #define TB_UNROLL 1     // tune: 1 2 4
+#define TB_PREFETCH 0   // tune: 0 1
 
 // Thread (c, g): right-hand side c = tid % IB, rows g, g + R, g + 2R, ... with R = THREADS / IB.
 #define TB_GROUPS (TB_THREADS / TB_IB)
@@ -169,13 +173,37 @@ trsm_blocked_diag_kernel(const scalar_t* __restrict__ A, int lda, int m, scalar_
     y[s] = v;
   }
 
+#if TB_PREFETCH
+  // Column k of D for this thread's rows (row >= k), loaded one step ahead into registers: the
+  // load's latency then overlaps the previous step's barrier and updates instead of stalling
+  // each of the NB sequential steps (2 * NB / GROUPS registers per scalar; more spill-prone).
+  scalar_t a_next[TB_ROWS];
+#pragma unroll
+  for (int s = 0; s < TB_ROWS; ++s) {
+    const int row = g + TB_GROUPS * s;
+    a_next[s] = (k0 < mb && row >= k0 && row < mb) ? D[(long)k0 * lda + row] : kv_zero();
+  }
+#endif
+
   KV_UNROLL(TB_UNROLL)
   for (int k = k0; k < mb; ++k) {
+#if TB_PREFETCH
+    scalar_t a_k[TB_ROWS];
+#pragma unroll
+    for (int s = 0; s < TB_ROWS; ++s) {
+      const int row = g + TB_GROUPS * s;
+      a_k[s] = a_next[s];
+      a_next[s] = (k + 1 < mb && row > k && row < mb) ? D[(long)(k + 1) * lda + row] : kv_zero();
+    }
+#define TB_COLUMN_K(s, row) a_k[s]
+#else
+#define TB_COLUMN_K(s, row) D[(long)k * lda + (row)]
+#endif
     if (g == k % TB_GROUPS) {
-      const scalar_t d = D[(long)k * lda + k];
 #pragma unroll
       for (int s = 0; s < TB_ROWS; ++s) {
         if (g + TB_GROUPS * s == k) {
+          const scalar_t d = TB_COLUMN_K(s, k);
           const scalar_t x = (active && k >= first) ? kv_div(y[s], d) : kv_zero();
           y[s] = x;
           xbuf[k & 1][c] = x;
@@ -187,13 +215,13 @@ trsm_blocked_diag_kernel(const scalar_t* __restrict__ A, int lda, int m, scalar_
     // 0 * x (or a * 0 with a non-finite a) would turn rows that do not depend on it into NaN.
     if (active && k >= first) {
       const scalar_t x = xbuf[k & 1][c];
-      const scalar_t* dk = D + (long)k * lda;
 #pragma unroll
       for (int s = 0; s < TB_ROWS; ++s) {
         const int row = g + TB_GROUPS * s;
-        if (row > k && row < mb) y[s] = kv_fms(y[s], dk[row], x);
+        if (row > k && row < mb) y[s] = kv_fms(y[s], TB_COLUMN_K(s, row), x);
       }
     }
+#undef TB_COLUMN_K
   }
 
   if (solve) {
