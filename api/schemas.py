@@ -10,10 +10,11 @@ import base64
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from db.heartbeat import liveness
 from db.models import Champion, Evaluation, Job, Program
+from evolver.job_config import JobConfig
 from seeds.registry import Rule
 
 
@@ -139,6 +140,11 @@ class JobOut(BaseModel):
     heartbeat_age_s: float | None
     stale: bool
     created_at: datetime
+    # The job queue (db.queue): when the job entered it (None: run by ``kernevo evolve``), the
+    # worker holding it, and how many times a worker claimed it.
+    queued_at: datetime | None = None
+    claimed_by: str | None = None
+    attempts: int = 0
 
     @classmethod
     def from_job(cls, job: Job, programs: int, now: datetime) -> JobOut:
@@ -164,7 +170,25 @@ class JobOut(BaseModel):
             heartbeat_age_s=live.heartbeat_age_s,
             stale=live.stale,
             created_at=job.created_at,
+            queued_at=job.queued_at,
+            claimed_by=job.claimed_by,
+            attempts=job.attempts,
         )
+
+
+class JobCreate(JobConfig):
+    """``POST /v1/jobs`` body: the settings ``kernevo evolve`` takes (``evolver.job_config``:
+    every key, its range and its checks, unknown keys refused), except that ``gpu`` names the
+    GPU model the job must run on (``"NVIDIA H200"`` or ``"nvidia-h200"``; omitted: any GPU a
+    worker has) instead of a device index, which is the worker's business. A ``compile_only``
+    job runs on no GPU and takes no ``gpu``."""
+
+    gpu: str | None = Field(  # type: ignore[assignment]
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="GPU name or key the job must run on; omitted: any GPU",
+    )
 
 
 class JobPatch(BaseModel):

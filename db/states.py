@@ -25,16 +25,25 @@ class EvaluationState(StrEnum):
 
 
 # A job may stay in its state (progress updates, a repeated cancel). FAILED → RUNNING is a resume
-# from checkpoint after a crash; COMPLETE and CANCELLED are final, so a worker that keeps writing
-# progress cannot undo a cancel.
+# from checkpoint after a crash; RUNNING → WAITING and FAILED → WAITING return a queued job to
+# the queue (db.queue: its worker died, or was stopped and its job interrupted); COMPLETE and
+# CANCELLED are final, so a worker that keeps writing progress cannot undo a cancel.
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.WAITING: frozenset(
         {JobState.WAITING, JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}
     ),
     JobState.RUNNING: frozenset(
-        {JobState.RUNNING, JobState.COMPLETE, JobState.FAILED, JobState.CANCELLED}
+        {
+            JobState.RUNNING,
+            JobState.WAITING,
+            JobState.COMPLETE,
+            JobState.FAILED,
+            JobState.CANCELLED,
+        }
     ),
-    JobState.FAILED: frozenset({JobState.FAILED, JobState.RUNNING, JobState.CANCELLED}),
+    JobState.FAILED: frozenset(
+        {JobState.FAILED, JobState.WAITING, JobState.RUNNING, JobState.CANCELLED}
+    ),
     JobState.COMPLETE: frozenset({JobState.COMPLETE}),
     JobState.CANCELLED: frozenset({JobState.CANCELLED}),
 }

@@ -41,3 +41,8 @@ class WorkDirError(EvolverError, RuntimeError):
 
 class SigningKeyError(EvolverError, ValueError):
     """``KERNEVO_SIGNING_KEY`` names a file that is not a usable Ed25519 private key."""
+
+
+class WorkerError(EvolverError, RuntimeError):
+    """``kernevo worker`` cannot serve the queue as asked (a second worker on one SQLite file,
+    several slots on SQLite, options that contradict each other)."""

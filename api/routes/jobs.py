@@ -1,18 +1,84 @@
-"""``GET /v1/jobs``, ``GET /v1/jobs/{id}`` and ``PATCH /v1/jobs/{id}`` (cancel; needs the token)."""
+"""``POST /v1/jobs`` (queue a job), ``GET /v1/jobs``, ``GET /v1/jobs/{id}`` and
+``PATCH /v1/jobs/{id}`` (cancel); writes need the token.
+
+A job created here waits in the queue (``db.queue``) until a ``kernevo worker`` claims it; the
+service itself never runs it.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, Response, status
 
 from api.deps import JobId, SessionDep, TokenDep, WriteSessionDep
-from api.schemas import JobOut, JobPatch
+from api.schemas import JobCreate, JobOut, JobPatch
 from db.heartbeat import database_now
+from db.queue import ANY_GPU, NO_GPU, enqueue_job
 from db.repository import count_programs, get_job, list_jobs, set_job_state
 from db.states import JobState
+from evolver.job_config import JobConfig
+from seeds.hardware import normalize_gpu_name
+from seeds.registry import get_path
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+def _queue_gpu_key(body: JobCreate) -> str:
+    """The GPU key workers must have: ``none`` for a compile-only job, ``any`` when no GPU is
+    named, else the named GPU's key.
+
+    Raises:
+        HTTPException: 422 for a GPU name with no letter or digit, a name that means no GPU,
+            or a GPU named for a compile-only job.
+    """
+    if body.compile_only:
+        if body.gpu is not None:
+            raise HTTPException(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                detail="a compile_only job runs on no GPU: leave gpu out",
+            )
+        return NO_GPU
+    if body.gpu is None:
+        return ANY_GPU
+    try:
+        key = normalize_gpu_name(body.gpu)
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    if key == NO_GPU:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail="gpu 'none' is no GPU: set compile_only to true instead",
+        )
+    return key
+
+
+@router.post(
+    "",
+    response_model=JobOut,
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[TokenDep],
+)
+def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOut:
+    """Queue a job for the workers; 201 with the job (``waiting``) and its ``Location``.
+
+    The body is validated as ``kernevo evolve``'s job configuration (``evolver.job_config``):
+    an unknown key, a value out of range, an unknown path or a dtype the path lacks is a 422
+    naming the key. 401 without a valid token.
+    """
+    gpu_key = _queue_gpu_key(body)
+    config = JobConfig.model_validate(body.model_dump(exclude={"gpu"}))
+    job = enqueue_job(
+        s,
+        path=config.path,
+        dtype=config.dtype,
+        gpu_key=gpu_key,
+        shape_bucket=get_path(config.path).shape_bucket,
+        config=config.model_dump(mode="json"),
+        model=config.llm.model,
+    )
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return JobOut.from_job(job, 0, database_now(s))
 
 
 @router.get("", response_model=list[JobOut])

@@ -1,0 +1,148 @@
+"""One claimed job, run in a process of its own by ``kernevo worker`` (``evolver.worker``).
+
+``python -m evolver.worker_child --job N --parent PID …``: the worker has already claimed the
+job (``db.queue.claim_job``); this process records the LLM backend on the job's first attempt
+(``db.queue.settle_backend``: later attempts run with the same endpoint whatever their worker's
+environment), then runs it through the runner's resume path (``evolver.runner.resume_job``): a
+job that never ran starts from the seed, a job returned to the queue after its worker died
+continues from its newest sound checkpoint in ``$KERNEVO_WORK_DIR/job-N`` (the same folder on
+every worker host, or it restarts from the seed, keeping the programs recorded before).
+
+It dies with the worker: ``evaluator.parent_watch.die_with_parent`` arms the kernel's
+parent-death signal (the worker's main thread starts it) and a watchdog; OpenEvolve's pool
+workers and the GPU workers below it die with it in turn. So a ``kill -9`` of the worker leaves
+no job process behind, and the job's heartbeat stops, which is what the reaper of the other
+workers waits for.
+
+Exit status as ``kernevo evolve``: 0 complete or cancelled, 1 failed or an error (one line on
+stderr), 130 Ctrl-C, 143 SIGTERM (the job is left ``failed``, resumable, and the worker returns
+it to the queue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_ERROR = 1
+
+
+def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
+    """On the job's first attempt, resolve its LLM backend (its ``llm`` section, then this
+    process's ``KERNEVO_LLM_*``) and record it with the job, as ``kernevo evolve`` records it at
+    the start.
+
+    Raises:
+        JobConfigError: the stored configuration no longer validates.
+        LLMEndpointError: a base URL without a model.
+        StoreError, NotFoundError: the database cannot be read or the job is gone.
+    """
+    from db import queue, repository
+    from db.session import session_scope
+    from evolver.job_config import validate_job_config
+    from evolver.llm import resolve_backend
+    from evolver.settings import EvolverSettings
+    from evolver.store import open_store
+    from kernevo.environment import read_settings
+
+    settings = read_settings(EvolverSettings, work_dir=work_dir)
+    engine = open_store(database_url)
+    try:
+        with session_scope(engine) as s:
+            row = repository.get_job(s, job_id)
+            if row.backend != queue.PENDING_BACKEND:
+                return
+            job = validate_job_config(dict(row.config), f"job {job_id} config")
+            backend = resolve_backend(job.llm, settings)
+            resolved = {
+                "base_url": backend.base_url,
+                "api_key_env": backend.api_key_env,
+                "model": None if backend.offline else backend.model,
+            }
+            job = job.model_copy(update={"llm": job.llm.model_copy(update=resolved)})
+            queue.settle_backend(
+                s,
+                job_id,
+                config=job.model_dump(mode="json"),
+                backend=backend.kind,
+                model=backend.model,
+            )
+    finally:
+        engine.dispose()
+
+
+def run_claimed_job(job_id: int, *, gpu: int | None, database_url: str, work_dir: Path) -> int:
+    """Run the claimed job ``job_id`` on device ``gpu`` (``None``: its configured device, a
+    compile-only job none) and return the exit status (see the module notes).
+
+    Raises:
+        EvolverError, RepositoryError, DatabaseUnavailableError: one-line errors before the
+            job ran (the caller prints them).
+        JobStopped: SIGTERM before the job's lock was taken.
+    """
+    from evolver.progress import ConsoleWriter
+    from evolver.runner import resume_job
+    from evolver.settings import EvolverSettings
+    from kernevo.environment import read_settings
+
+    _settle_backend(job_id, database_url, work_dir)
+    settings = read_settings(EvolverSettings, work_dir=work_dir)
+    overrides = {} if gpu is None else {"gpu": gpu}
+    outcome = resume_job(
+        job_id,
+        overrides=overrides,
+        settings=settings,
+        database_url=database_url,
+        write=ConsoleWriter(),
+    )
+    if outcome.signal is not None:
+        return 130 if outcome.signal == signal.SIGINT else 128 + outcome.signal
+    return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m evolver.worker_child")
+    parser.add_argument("--job", type=int, required=True, help="the claimed job's id")
+    parser.add_argument("--parent", type=int, required=True, help="the worker's pid")
+    parser.add_argument("--gpu", type=int, help="device index (omitted: no GPU)")
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--work-dir", type=Path, required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: die with the worker, then run the job; returns the exit status."""
+    args = _parser().parse_args(argv)
+    from evaluator.parent_watch import die_with_parent
+
+    die_with_parent(args.parent, pdeathsig=True)  # started by the worker's main thread
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the job outlives the worker's terminal
+
+    from db.errors import DatabaseUnavailableError, RepositoryError
+    from evolver.errors import EvolverError
+    from evolver.runner import JobStopped
+    from kernevo.environment import SettingsError
+    from kernevo.stopping import stop_handled
+
+    try:
+        return run_claimed_job(
+            args.job, gpu=args.gpu, database_url=args.database_url, work_dir=args.work_dir
+        )
+    except JobStopped as stop:
+        stop_handled()
+        print(f"kernevo worker: job {args.job} stopped by {stop}", file=sys.stderr)
+        return 128 + stop.signum
+    except KeyboardInterrupt:
+        print(f"kernevo worker: job {args.job} interrupted", file=sys.stderr)
+        return 130
+    except (EvolverError, RepositoryError, DatabaseUnavailableError, SettingsError) as error:
+        line = " ".join(str(error).split()) or type(error).__name__
+        print(f"kernevo worker: job {args.job}: {line}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
