@@ -38,6 +38,7 @@ from evaluator.inputs import (
 )
 from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape
+from evaluator.timing_plan import timing_plan
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
 from seeds.registry import get_path
@@ -354,10 +355,11 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     timings, rival_timings = [], []
     try:
         for m, n in task["timed_shapes"]:
+            # Scaled to the shape (evaluator.timing_plan); the task's own settings (its seed) win.
+            plan = {**timing_plan(m, n, dtype).as_kwargs(), **task.get("timing", {})}
             timing, against, failure = time_shape(
-                m, n, dtype, driver.solve_raw, baseline, check, rivals=rivals,
-                **task.get("timing", {}),
-            )  # fmt: skip
+                m, n, dtype, driver.solve_raw, baseline, check, rivals=rivals, **plan
+            )
             timings.append(asdict(timing))
             rival_timings += [asdict(r) for r in against]
             if failure:

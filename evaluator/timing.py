@@ -206,6 +206,7 @@ def time_shape(
     samples: int = 60,
     warmup: int = 5,
     single_calls: int = 30,
+    replays_per_draw: int = REPLAYS_PER_DRAW,
     seed: int = 12345,
 ) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]:
     """Time ``candidate`` at (m, n) against ``baseline`` and ``rivals``, all in the same rounds.
@@ -216,6 +217,9 @@ def time_shape(
     ``solve_raw``); ``check(problem, x)`` applies the verification checks to one output X (m×n,
     Fortran order). ``seed`` starts the device's draws of the timed inputs (recorded in the
     report) and fixes the bootstrap's resampling, so the same samples give the same intervals.
+    ``calls`` (solves per graph), ``samples`` (rounds), ``warmup``, ``single_calls`` and
+    ``replays_per_draw`` (replays whose inputs are drawn at once) default to the small paths'
+    plan; :func:`evaluator.timing_plan.timing_plan` scales them to a shape.
 
     Returns the candidate's :class:`ShapeTiming` (medians, interval, noise floor, plausibility
     floor), one :class:`RivalTiming` per rival, and the first failure (None when all pass): the
@@ -262,17 +266,17 @@ def time_shape(
     work = {key: b_layout.allocate(cupy, np_dtype) for key in launches}
 
     # Drawing a set costs a few dozen small kernels launched from Python whatever its size, so
-    # the draws for REPLAYS_PER_DRAW replays are made at once and each refresh copies its own
+    # the draws for ``replays_per_draw`` replays are made at once and each refresh copies its own
     # slice in: every replay still sees inputs no other replay saw (measured on the H200: one
     # draw per replay added 2.2 s per candidate, section 11 of docs/RESULTS.md).
-    bank: dict[str, Any] = {"a": None, "b": None, "next": REPLAYS_PER_DRAW}
+    bank: dict[str, Any] = {"a": None, "b": None, "next": replays_per_draw}
 
     def refresh() -> None:
         # In place: the captured graphs hold these addresses. On the timing stream, so it is
         # ordered before the next replay and never inside its events.
         with stream:
-            if bank["next"] == REPLAYS_PER_DRAW:
-                bank["a"], bank["b"] = bounded_sets(rng, m, n, dtype, calls * REPLAYS_PER_DRAW)
+            if bank["next"] == replays_per_draw:
+                bank["a"], bank["b"] = bounded_sets(rng, m, n, dtype, calls * replays_per_draw)
                 bank["next"] = 0
             first = bank["next"] * calls
             bank["next"] += 1
