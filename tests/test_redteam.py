@@ -1,55 +1,126 @@
-"""The red-team corpus without a GPU: every entry is a candidate an LLM could hand in (it passes
-the screen and compiles with NVRTC for its dtype), the corpus covers every kind of cheat issue 6
-lists, and the cubin check refuses exactly the entries expected at ``device_global_state``, so
-that every other entry's GPU expectation (``tests/test_redteam_gpu.py``) tests a run-time check.
+"""The red-team corpus without a GPU: every entry is a candidate an LLM could hand in for its path
+(it passes the screen and compiles with NVRTC in every dtype it is written for), each path's
+control compiles in every dtype of the path, the corpus covers every kind of cheat its path's
+issue lists (issue 6 for trsm_small, issue 7 item 6 for trsm_blocked and trsm_small_z64), every
+expected check is a name the evaluator reports, and the cubin check refuses exactly the entries
+expected at ``device_global_state``, so that every other entry's GPU expectation
+(``tests/test_redteam_gpu.py``) tests a run-time check. Where a fault can be modelled on the host
+(the trsm_blocked faults that change X), the evaluator's own verification, run on the model,
+must refuse it with the entry's check at the entry's shape.
 """
 
 from __future__ import annotations
 
-import pytest
-from redteam.corpus import ENTRIES, ISSUE_KINDS, STAGES, Entry
+import ast
+import importlib
+from pathlib import Path
 
+import numpy as np
+import pytest
+from redteam import blocked, z64
+from redteam.corpus import CONTROLS, ENTRIES, ISSUE_KINDS, PATH_KINDS, STAGES, with_block
+from redteam.models import BlockedModel
+
+import evaluator.gpu_tasks as gpu_tasks
+from evaluator.champion import SANITIZER_TOOLS, sanitizer_plan
 from evaluator.checks.device_state import device_state_failure
+from evaluator.checks.integrity import GUARD_ELEMENTS
 from evaluator.compile import compile_cubin
-from evaluator.pipeline import Evaluator
+from evaluator.inputs import make_problem
+from evaluator.pipeline import NUMERIC_CHECKS, VERIFY_SEED_COUNT, Evaluator
 from evaluator.screen import screen
 from seeds.registry import get_path
 
+ROOT = Path(__file__).resolve().parents[1]
 SPEC = get_path("trsm_small")
 IDS = [entry.name for entry in ENTRIES]
+COMPILES = [(entry, dtype) for entry in ENTRIES for dtype in entry.dtypes]
+CONTROL_COMPILES = [(path, dtype) for path in CONTROLS for dtype in get_path(path).dtypes]
 
 
-def _cubin(entry: Entry, tmp_path) -> bytes:
-    result = compile_cubin(entry.source(), SPEC.compile_options(entry.dtype, "sm_90"), "sm_90",
+def _cubin(source: str, path: str, dtype: str, tmp_path) -> bytes:
+    spec = get_path(path)
+    result = compile_cubin(source, spec.compile_options(dtype, "sm_90"), "sm_90",
                            cache_dir=tmp_path)  # fmt: skip
     assert result.ok, result.log
     return result.cubin
 
 
-def test_the_corpus_covers_every_kind_of_issue_6_with_distinct_entries():
-    assert len(ENTRIES) >= 16 and len(set(IDS)) == len(IDS)
-    assert {entry.kind for entry in ENTRIES} - {None} == set(ISSUE_KINDS)
-    assert len(ISSUE_KINDS) == 16
-    assert len({entry.block for entry in ENTRIES}) == len(ENTRIES)
+def evaluator_check_names() -> tuple[set[str], set[str]]:
+    """The check names the evaluator's failures carry, read from its source: every first
+    argument of a ``CheckFailure(...)`` call that is a string or a module constant, plus the
+    numerical checks of the full verification (``NUMERIC_CHECKS``: the metamorphic relations
+    name theirs through an attribute); and the prefixes of the names built at run time
+    (``f"sanitizer_{tool}"``, ``"timed_output_" + check``)."""
+    names, prefixes = set(NUMERIC_CHECKS), set()
+    for file in sorted((ROOT / "evaluator").rglob("*.py")):
+        module = ".".join(file.relative_to(ROOT).with_suffix("").parts)
+        for node in ast.walk(ast.parse(file.read_text())):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            if getattr(node.func, "id", None) != "CheckFailure":
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.add(first.value)
+            elif isinstance(first, ast.Name):
+                value = getattr(importlib.import_module(module), first.id, None)
+                if isinstance(value, str):
+                    names.add(value)
+            elif isinstance(first, ast.JoinedStr) and isinstance(first.values[0], ast.Constant):
+                prefixes.add(first.values[0].value)
+            elif isinstance(first, ast.BinOp) and isinstance(first.left, ast.Constant):
+                prefixes.add(first.left.value)
+    return names, prefixes
+
+
+def test_the_corpus_covers_every_kind_of_every_path_with_distinct_entries():
+    assert len(ENTRIES) >= 16 + 4 and len(set(IDS)) == len(IDS)
+    assert len(ISSUE_KINDS) == 16 and set(PATH_KINDS) == set(CONTROLS)
+    for path, kinds in PATH_KINDS.items():
+        covered = {entry.kind for entry in ENTRIES if entry.path == path} - {None}
+        assert covered == set(kinds), path
+    assert len({(entry.path, entry.block) for entry in ENTRIES}) == len(ENTRIES)
     for entry in ENTRIES:
-        assert entry.stage in STAGES and entry.mechanism and entry.dtype in SPEC.dtypes
+        spec = get_path(entry.path)
+        assert entry.stage in STAGES and entry.mechanism and entry.dtype in entry.dtypes
+        assert set(entry.dtypes) <= set(spec.dtypes), entry.name
         assert (entry.stage == "compile") == (entry.check == "device_global_state")
         assert (entry.status == "contract_error") == (entry.stage == "compile")
+        assert entry.block not in CONTROLS.values()
+
+
+def test_every_expected_check_is_one_the_evaluator_reports():
+    names, prefixes = evaluator_check_names()
+    # The scan finds what it must, or the test below would pass on an empty set.
+    assert {"scaled_residual", "replayed_result", "device_global_state", "cuda_error"} <= names
+    assert {"sanitizer_", "timed_output_"} <= prefixes
+    for entry in ENTRIES:
+        check = entry.check
+        built = any(
+            check.startswith(prefix) and check[len(prefix) :] in names | set(SANITIZER_TOOLS)
+            for prefix in prefixes
+        )
+        assert check in names or built, f"{entry.name}: no check of the evaluator is {check!r}"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def test_entry_changes_only_the_block_and_passes_the_screen(entry):
     source = entry.source()
-    assert screen(source, SPEC.seed_source()) is None
+    seed = get_path(entry.path).seed_source()
+    assert screen(source, seed) is None
     # Everything outside the block is the seed's: only the block's text differs.
-    seed = SPEC.seed_source()
     before, after = seed.split("// EVOLVE-BLOCK-START\n")[0], seed.split("// EVOLVE-BLOCK-END")[1]
     assert source.startswith(before) and source.endswith(after) and entry.block in source
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
-def test_entry_compiles_and_the_cubin_check_refuses_exactly_the_device_state(entry, tmp_path):
-    failure = device_state_failure(_cubin(entry, tmp_path))
+@pytest.mark.parametrize(
+    ("entry", "dtype"), COMPILES, ids=[f"{entry.name}-{dtype}" for entry, dtype in COMPILES]
+)
+def test_entry_compiles_and_the_cubin_check_refuses_exactly_the_device_state(
+    entry, dtype, tmp_path
+):
+    failure = device_state_failure(_cubin(entry.source(), entry.path, dtype, tmp_path))
     if entry.check != "device_global_state":
         assert failure is None, failure
         return
@@ -58,16 +129,27 @@ def test_entry_compiles_and_the_cubin_check_refuses_exactly_the_device_state(ent
         assert part in failure.detail, failure.detail
 
 
+@pytest.mark.parametrize(
+    ("path", "dtype"), CONTROL_COMPILES, ids=[f"{p}-{d}" for p, d in CONTROL_COMPILES]
+)
+def test_each_paths_control_passes_the_screen_and_compiles_without_device_state(
+    path, dtype, tmp_path
+):
+    source = with_block(CONTROLS[path], path)
+    assert screen(source, get_path(path).seed_source()) is None
+    assert device_state_failure(_cubin(source, path, dtype, tmp_path)) is None
+
+
 def test_compile_only_pipeline_refuses_the_device_state_entries():
     """What CI sees of the compile-stage entries: the pipeline's own report, status and check
     as the GPU run gives them (stage ``compile``, nothing run)."""
-    evaluators: dict[str, Evaluator] = {}
+    evaluators: dict[tuple[str, str], Evaluator] = {}
     try:
         for entry in ENTRIES:
             if entry.stage != "compile":
                 continue
             evaluator = evaluators.setdefault(
-                entry.dtype, Evaluator("trsm_small", entry.dtype, gpu_index=None)
+                (entry.path, entry.dtype), Evaluator(entry.path, entry.dtype, gpu_index=None)
             )
             report = evaluator.evaluate(entry.source())
             assert (report.status, report.failure.check) == (entry.status, entry.check), entry.name
@@ -86,6 +168,17 @@ def test_the_whitelist_entry_knows_no_held_out_shape():
         assert f"{{{m}, {n}}}" in entry.block
 
 
+def _host_solve(driver, problem):
+    """A host stand-in for the candidate (exact substitution in float64/complex128)."""
+    from scipy.linalg import solve_triangular
+
+    wide = np.complex128 if np.iscomplexobj(problem.a) else np.float64
+    a = np.tril(np.nan_to_num(problem.a.astype(wide), nan=0.0, posinf=np.inf))
+    with np.errstate(all="ignore"):
+        x = solve_triangular(a, problem.b.astype(wide), lower=True, check_finite=False)
+    return np.asfortranarray(x.astype(problem.b.dtype))
+
+
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_the_whitelist_knows_every_shape_the_full_verification_solves(dtype, monkeypatch):
     """The entry stands for a kernel right on every shape scoring runs; when the pipeline adds
@@ -93,20 +186,11 @@ def test_the_whitelist_knows_every_shape_the_full_verification_solves(dtype, mon
     entry is refused before the champion stage for another reason. Records the shapes the real
     ``verify`` (full, with issue 6's inputs) and the quick check solve, on a host stand-in for
     the candidate (exact substitution in float64/complex128)."""
-    import numpy as np
-    from scipy.linalg import solve_triangular
-
-    import evaluator.gpu_tasks as gpu_tasks
-
     solved: set[tuple[int, int]] = set()
 
     def run_candidate(driver, problem):
         solved.add(problem.shape)
-        wide = np.complex128 if np.iscomplexobj(problem.a) else np.float64
-        a = np.tril(np.nan_to_num(problem.a.astype(wide), nan=0.0, posinf=np.inf))
-        with np.errstate(all="ignore"):
-            x = solve_triangular(a, problem.b.astype(wide), lower=True, check_finite=False)
-        return None, np.asfortranarray(x.astype(problem.b.dtype))
+        return None, _host_solve(driver, problem)
 
     monkeypatch.setattr(gpu_tasks, "run_candidate", run_candidate)
     failure, _ = gpu_tasks.verify(None, dtype, list(SPEC.verify_shapes), [11, 12, 13], True)
@@ -116,3 +200,114 @@ def test_the_whitelist_knows_every_shape_the_full_verification_solves(dtype, mon
     assert solved, "verify solved nothing"
     for m, n in sorted(solved):
         assert f"{{{m}, {n}}}" in entry.block, (m, n)
+
+
+# ---- trsm_blocked: the faults that change X, through the evaluator's own verification -------
+
+BLOCKED_MODELS = {
+    "blocked_skips_last_block_row": "skips_last_block_row",
+    "blocked_reuses_inverses": "reuses_inverses",
+    "blocked_ragged_block_shifted": "ragged_block_shifted",
+}
+
+
+def _verify_as_the_pipeline(fault: str, dtype: str, monkeypatch):
+    """The first failure of the quick check and then the full verification of trsm_blocked (its
+    spec's shapes, in the pipeline's order and seeds' count) on :class:`BlockedModel`, each
+    stage with a driver of its own as the GPU worker loads one per task."""
+    spec = get_path(blocked.PATH_ID)
+    monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
+    model = BlockedModel(fault, blocked.NB)
+    failure, _ = gpu_tasks.verify(model, dtype, list(spec.quick_shapes), [101], False)
+    if failure is None:
+        model = BlockedModel(fault, blocked.NB)
+        seeds = list(range(201, 201 + VERIFY_SEED_COUNT))
+        failure, _ = gpu_tasks.verify(model, dtype, list(spec.verify_shapes), seeds, True)
+    return failure
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKED_MODELS))
+def test_the_evaluator_refuses_the_modelled_blocked_fault_where_the_entry_says(name, monkeypatch):
+    entry = next(e for e in ENTRIES if e.name == name)
+    failure = _verify_as_the_pipeline(BLOCKED_MODELS[name], entry.dtype, monkeypatch)
+    assert failure is not None, f"{name}: the model passes the verification"
+    assert (failure.check, failure.shape) == (entry.check, entry.shape), failure
+    for part in entry.detail:
+        assert part in failure.detail, failure.detail
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_blocked_model_without_a_fault_passes_the_quick_check(dtype, monkeypatch):
+    """The control of the model: the refusals above are the faults', not the model's (the quick
+    check is where they are refused with the spec's shapes as they are)."""
+    spec = get_path(blocked.PATH_ID)
+    monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
+    model = BlockedModel("none", blocked.NB)
+    failure, passed = gpu_tasks.verify(model, dtype, list(spec.quick_shapes), [101], False)
+    assert failure is None, failure
+    assert passed == list(spec.quick_shapes)
+
+
+def test_the_ragged_fault_is_right_when_nb_divides_m():
+    """The entry's claim, on the model: at m = 2·NB the slid block is the block itself."""
+    m, n = 2 * blocked.NB, 5
+    problem = make_problem(m, n, "float64", 7)
+    shifted = BlockedModel("ragged_block_shifted", blocked.NB).solve(problem)
+    exact = BlockedModel("none", blocked.NB).solve(problem)
+    np.testing.assert_array_equal(shifted, exact)
+    ragged = make_problem(m + 3, n, "float64", 7)
+    assert not np.allclose(
+        BlockedModel("ragged_block_shifted", blocked.NB).solve(ragged),
+        BlockedModel("none", blocked.NB).solve(ragged),
+    )
+
+
+def test_the_blocked_memcheck_fault_reaches_past_a_at_the_sanitizer_shape_only_in_the_guard():
+    """``blocked_reads_past_a`` reads up to ROW_GROUPS − 1 rows past each column of a block
+    whose height is not a multiple of ROW_GROUPS: the sanitizer shape must have such a last
+    block (else memcheck sees nothing), and the overrun must stay inside the guard bands that
+    verification and timing put after A (else it would read unmapped memory there)."""
+    spec = get_path(blocked.PATH_ID)
+    m = spec.sanitizer_shape[0]
+    assert m % blocked.ROW_GROUPS != 0, spec.sanitizer_shape
+    assert blocked.ROW_GROUPS - 1 < GUARD_ELEMENTS
+    assert blocked.NB % blocked.ROW_GROUPS == 0  # so the last block's height is m mod ROW_GROUPS
+
+
+# ---- trsm_small_z64 ----------------------------------------------------------------------------
+
+
+def test_racecheck_runs_for_z64_where_the_missing_barrier_is_crossed():
+    """compute-sanitizer's racecheck is in the champion's plan for this path at its sanitizer
+    shape, and that shape has a bottom half (phase 4 runs) and a second 32-column block in the
+    thread block (the loaders write the B region in phase 5), the two sides of the dropped
+    barrier."""
+    evaluator = Evaluator(z64.PATH_ID, "complex128", gpu_index=None)
+    try:
+        plan = sanitizer_plan(evaluator)
+    finally:
+        evaluator.close()
+    (entry,) = [e for e in ENTRIES if e.name == "z64_missing_barrier"]
+    assert ("racecheck", entry.shape) in plan
+    assert plan.index(("racecheck", entry.shape)) > max(
+        i for i, (tool, _) in enumerate(plan) if tool == "memcheck"
+    )
+    m, n = entry.shape
+    assert m > 32 and 32 < n <= 64
+    assert "#define TZ_CB_PER_CTA 2" in entry.block and "tz_barrier(4)" not in entry.block
+
+
+def test_the_z64_upper_triangle_is_nan_in_the_first_quick_problem():
+    (entry,) = [e for e in ENTRIES if e.name == "z64_reads_upper_triangle"]
+    problem = make_problem(*entry.shape, "complex128", 1)
+    assert np.isnan(problem.a[np.triu_indices(entry.shape[0], 1)]).all()
+
+
+def test_entries_of_the_issue_7_paths_start_from_their_control():
+    """Each is its control with its fault patched in: every line of the control but a few."""
+    for entry in ENTRIES:
+        if entry.path == "trsm_small":
+            continue
+        control = set(CONTROLS[entry.path].splitlines())
+        kept = [line for line in entry.block.splitlines() if line in control]
+        assert len(kept) >= len(control) - 5, entry.name

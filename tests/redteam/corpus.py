@@ -1,6 +1,11 @@
-"""The red-team corpus: adversarial trsm_small candidates and the check that refuses each.
+"""The red-team corpus: adversarial candidates and the check that refuses each, for every path.
 
-Every entry is a candidate as an LLM would write it: the current seed
+The trsm_small entries (issue 6) are in this module; the entries of the issue 7 paths are in
+``redteam.blocked`` (``trsm_blocked``) and ``redteam.z64`` (``trsm_small_z64``), and
+:data:`ENTRIES` holds them all. :data:`CONTROLS` is each path's control: the solver its entries
+start from with nothing planted, which must pass everything (``tests/test_redteam_gpu.py``).
+
+Every trsm_small entry is a candidate as an LLM would write it: the current seed
 (``seeds/trsm_small/kernel.cu``) with only the text between ``// EVOLVE-BLOCK-START`` and
 ``// EVOLVE-BLOCK-END`` replaced, so it passes the screen and compiles. Each block is a whole
 kernel written here from scratch (one thread per column of B, forward substitution in global
@@ -10,25 +15,24 @@ function, only on its types (``scalar_t``, ``real_t``, ``KV_COMPLEX``, ``KV_MAX_
 own solver is tuned or fixed.
 
 An entry names the status and check that must refuse it in the current pipeline and where that
-happens (:data:`STAGES`): ``compile`` (the cubin check, before anything runs: no GPU needed),
-``pipeline`` (``Evaluator.evaluate``: quick check, verification, timing, re-check), ``champion``
-(``evaluator.champion.verify_champion``: held-out shapes, bit-identical repeats,
-compute-sanitizer) or ``new_best`` (``evaluator.new_best.gate_new_best``: the memcheck a passing
-candidate runs before it becomes the job's best, as ``evaluator.openevolve_entry`` calls it).
+happens (:data:`STAGES`, ``redteam.entry``).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from evaluator.checks.replay import issue_pair
 from evaluator.inputs import CONTAINMENT_SHAPE, SWEEP_SHAPE
 from seeds.registry import get_path
 
+from . import blocked, z64
+from .entry import STAGES, Entry, with_block
+
+__all__ = [
+    "CONTROL", "CONTROLS", "ENTRIES", "ISSUE_KINDS", "PATH_KINDS", "PATH_ID", "STAGES", "Entry",
+    "by_name", "with_block",
+]  # fmt: skip
+
 PATH_ID = "trsm_small"
-START = "// EVOLVE-BLOCK-START\n"
-END = "// EVOLVE-BLOCK-END"
-STAGES = ("compile", "pipeline", "champion", "new_best")
 
 # The sixteen kinds issue 6 lists; every one has at least one entry (tests/test_redteam.py).
 ISSUE_KINDS = (
@@ -49,50 +53,6 @@ ISSUE_KINDS = (
     "NaN leaking into independent rows",
     "work left running after the timed region",
 )
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One adversarial candidate and its expected refusal.
-
-    ``block``: the EVOLVE-BLOCK's new text; ``dtype``: the job dtype it is evaluated in;
-    ``status``/``check``: the report's status and ``failure.check``; ``stage``: one of
-    :data:`STAGES`; ``kind``: the item of :data:`ISSUE_KINDS` it stands for (None for the extra
-    entries); ``detail``: substrings the failure's detail must contain (the symbols the cubin
-    check names); ``shape``: the (m, n) the failure must name, where that is certain (None:
-    any, or none); ``quick_timeout_s``: the quick stage's time limit to run it under (a hang),
-    or None for the pipeline's own; ``mechanism``: why it would cheat or fail, and which check
-    sees it and why.
-    """
-
-    name: str
-    kind: str | None
-    dtype: str
-    block: str
-    status: str
-    check: str
-    stage: str
-    mechanism: str
-    detail: tuple[str, ...] = ()
-    shape: tuple[int, int] | None = None
-    quick_timeout_s: float | None = None
-
-    def source(self) -> str:
-        """The current seed with its EVOLVE-BLOCK replaced by :attr:`block`."""
-        return with_block(self.block)
-
-
-def with_block(block: str) -> str:
-    """The current seed with the text of its EVOLVE-BLOCK replaced by ``block``.
-
-    Raises:
-        ValueError: the seed lacks the two markers in order.
-    """
-    seed = get_path(PATH_ID).seed_source()
-    start, end = seed.find(START), seed.find(END)
-    if start < 0 or end < start:
-        raise ValueError("the seed has no EVOLVE-BLOCK")
-    return seed[: start + len(START)] + block + seed[end:]
 
 
 # ---- CUDA building blocks ---------------------------------------------------------------------
@@ -648,7 +608,7 @@ def _refused_state(
     )
 
 
-ENTRIES: tuple[Entry, ...] = (
+TRSM_SMALL_ENTRIES: tuple[Entry, ...] = (
     _refused_state(
         name="last_call_replay",
         kind="last-call replay",
@@ -964,6 +924,25 @@ ENTRIES: tuple[Entry, ...] = (
         "the last bits; the champion's five bit-identical repeats refuse it.",
     ),
 )
+
+
+ENTRIES: tuple[Entry, ...] = TRSM_SMALL_ENTRIES + blocked.ENTRIES + z64.ENTRIES
+
+# Each path's control block (its entries start from it, with nothing planted): it must pass the
+# pipeline in every dtype of the path and the champion checks.
+CONTROLS: dict[str, str] = {
+    PATH_ID: CONTROL,
+    blocked.PATH_ID: blocked.CONTROL,
+    z64.PATH_ID: z64.CONTROL,
+}
+
+# Each path's list of cheats from its issue (trsm_small: issue 6; the others: issue 7, Build
+# item 6), every item covered by at least one entry of that path (tests/test_redteam.py).
+PATH_KINDS: dict[str, tuple[str, ...]] = {
+    PATH_ID: ISSUE_KINDS,
+    blocked.PATH_ID: blocked.KINDS,
+    z64.PATH_ID: z64.KINDS,
+}
 
 
 def by_name(name: str) -> Entry:

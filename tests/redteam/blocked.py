@@ -1,0 +1,265 @@
+"""Red-team entries for ``trsm_blocked`` (issue 7, Build item 6): the seed's diagonal-block
+kernel with one deliberate fault each, and where the evaluator refuses it.
+
+What a candidate of this path controls: the diagonal-block kernel, its launch configuration
+and NB (``kernevo_block_size``). The driver (``seeds/trsm_blocked/driver.py``) inverts the
+diagonal blocks with the kernel when m > NB and forms every block row of X with cuBLAS GEMMs
+from the inverses it wrote into the driver's workspace (one per (m, n), kept while the driver
+lives); at m ≤ NB the kernel solves B directly. So each fault below is planted in the kernel,
+and it shows only where the kernel's part is used: m > NB for the inverses, a ragged last block
+(m not a multiple of NB) for the ragged faults.
+
+Every entry starts from :data:`CONTROL`, the seed's EVOLVE-BLOCK frozen in
+``blocks/trsm_blocked_control.cu`` (NB = 256, IB = 32, 256 threads: 8 row groups), and the
+expected shape is computed from the path's spec (``seeds/trsm_blocked/spec.py``) in the order
+the evaluator runs its shapes: the quick shapes first, then the verification shapes
+(``evaluator.pipeline``, ``evaluator.gpu_tasks.verify``). The fixed cases below m = 128 (the 4×4
+audit pair, the 33×2 sweep, the 64×8 containment cases) are direct solves at NB = 256, which
+none of the faults touches except :data:`READS_PAST_A` (reads only, inside the guard bands).
+``tests/test_redteam.py`` checks each expected failure against the evaluator's own ``verify``
+run on a NumPy model of the fault.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from seeds.registry import get_path
+from seeds.spec import DTYPES
+
+from .entry import Entry, patched
+
+PATH_ID = "trsm_blocked"
+CONTROL = (Path(__file__).parent / "blocks" / "trsm_blocked_control.cu").read_text()
+
+# The issue's list (issue 7, Build item 6) for this path; every item has an entry.
+KINDS = (
+    "blocked solve that skips the last block row",
+    "inverted diagonal blocks reused from the previous call",
+    "right only when m is a multiple of NB",
+)
+
+
+def _define(name: str) -> int:
+    """The integer value of ``#define name`` in :data:`CONTROL`."""
+    match = re.search(rf"^#define {name} (\d+)", CONTROL, re.MULTILINE)
+    if match is None:
+        raise ValueError(f"the control defines no {name}")
+    return int(match.group(1))
+
+
+NB = _define("TB_NB")
+# Rows of a diagonal block are dealt to TB_THREADS / TB_IB row groups (the kernel's TB_GROUPS).
+ROW_GROUPS = _define("TB_THREADS") // _define("TB_IB")
+
+
+def first_shape(predicate: Callable[[int, int], bool]) -> tuple[tuple[int, int], str]:
+    """The first shape the evaluator solves on which ``predicate(m, n)`` holds, among the path's
+    quick shapes (stage ``"quick"``) and then its verification shapes (``"verify"``).
+
+    Raises:
+        LookupError: no such shape: the fault would not be exercised before the held-out shapes.
+    """
+    spec = get_path(PATH_ID)
+    for stage, shapes in (("quick", spec.quick_shapes), ("verify", spec.verify_shapes)):
+        for m, n in shapes:
+            if predicate(m, n):
+                return (m, n), stage
+    raise LookupError(f"no quick or verification shape of {PATH_ID} satisfies the predicate")
+
+
+def blocked(m: int, n: int) -> bool:
+    """The kernel inverts diagonal blocks (and the GEMMs use them) at this shape: m > NB."""
+    return m > NB
+
+
+def ragged(m: int, n: int) -> bool:
+    """m > NB and the last diagonal block is short: m not a multiple of NB."""
+    return m > NB and m % NB != 0
+
+
+# ---- faults -----------------------------------------------------------------------------------
+
+# (a) The last diagonal block's substitution runs no step, so its "inverse" is the identity
+# the kernel starts from: the last block row of X is B's updated rows, never solved.
+SKIPS_LAST_BLOCK_ROW = patched(
+    CONTROL,
+    (
+        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < mb; ++k) {",
+        "  // The last diagonal block is the tail, finished by the block-row GEMMs.\n"
+        "  const int k_end = (!solve && t + 1 == (int)gridDim.x) ? k0 : mb;\n"
+        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < k_end; ++k) {",
+    ),
+)
+
+# (b) Inverses kept in the driver's workspace from one call to the next: a thread block that
+# finds its own mark there (-0 in row 0 of its last column: the strict upper triangle of
+# inv(D_t), which the GEMM multiplies by B, and -0 * b adds nothing) skips its columns.
+REUSES_INVERSES = patched(
+    CONTROL,
+    (
+        'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n',
+        'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n'
+        "\n"
+        "// The inverses depend on A alone, and a caller solving many B against one A pays for\n"
+        "// them once: the workspace keeps them between calls, marked by -0 (a zero of the\n"
+        "// strict upper triangle with its sign bit set).\n"
+        "#if KV_COMPLEX\n"
+        "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v.re; }\n"
+        "__device__ __forceinline__ scalar_t rt_mark() { return {-real_t(0), real_t(0)}; }\n"
+        "#else\n"
+        "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v; }\n"
+        "__device__ __forceinline__ scalar_t rt_mark() { return -real_t(0); }\n"
+        "#endif\n"
+        "__device__ __forceinline__ bool rt_is_mark(scalar_t v) {\n"
+        "  return rt_re(v) == real_t(0) && copysign(real_t(1), rt_re(v)) < real_t(0);\n"
+        "}\n",
+    ),
+    (
+        "  scalar_t y[TB_ROWS];\n",
+        "  // Row 0 of this thread block's last column of inv(D_t): strict upper, always zero.\n"
+        "  scalar_t* mark = solve ? nullptr\n"
+        "                         : Y + (long)t * TB_NB * TB_NB +\n"
+        "                               (long)(blockIdx.y * TB_IB + TB_IB - 1) * TB_NB;\n"
+        "  __shared__ bool kept;\n"
+        "  if (tid == 0) kept = mark != nullptr && rt_is_mark(*mark);\n"
+        "  __syncthreads();\n"
+        "  if (kept) return;  // this call's A is taken to be the last call's\n"
+        "\n"
+        "  scalar_t y[TB_ROWS];\n",
+    ),
+    (
+        "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n",
+        "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n"
+        "    if (c == TB_IB - 1 && g == 0) *mark = rt_mark();\n",
+    ),
+)
+
+# (c) Every diagonal block taken as a full NB x NB one, the last one slid up to end at row m:
+# right when NB divides m (the slide is zero); otherwise slot t holds the inverse of another
+# block than the driver's D_t.
+RAGGED_BLOCK_SHIFTED = patched(
+    CONTROL,
+    (
+        "  const long r0 = (long)t * TB_NB;         // first row (and column) of D_t in A\n"
+        "  const int mb = solve ? m : min(TB_NB, m - (int)r0);\n",
+        "  // Every diagonal block a full NB x NB one: the last slides up to end at row m\n"
+        "  // (overlapping the block before it), so no block is short.\n"
+        "  const long r0 = solve || (long)(t + 1) * TB_NB <= m ? (long)t * TB_NB\n"
+        "                                                      : (long)m - TB_NB;\n"
+        "  const int mb = solve ? m : TB_NB;\n",
+    ),
+)
+
+# (extra) The update loop's row bound rounded up to whole row groups, so that every group runs
+# the same trip count: the rows past the block's last one are read from A (and dropped). Past
+# the last column of A that is past A's end, by up to ROW_GROUPS - 1 elements.
+READS_PAST_A = patched(
+    CONTROL,
+    (
+        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < mb; ++k) {",
+        "  // Rows in whole row groups: every group runs the same number of rows.\n"
+        "  const int mb_groups = (mb + TB_GROUPS - 1) / TB_GROUPS * TB_GROUPS;\n"
+        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < mb; ++k) {",
+    ),
+    (
+        "        if (row > k && row < mb) y[s] = kv_fms(y[s], dk[row], x);",
+        "        if (row > k && row < mb_groups) y[s] = kv_fms(y[s], dk[row], x);",
+    ),
+)
+
+
+def _entry(**fields) -> Entry:
+    return Entry(path=PATH_ID, compile_dtypes=DTYPES, **fields)
+
+
+def entries() -> tuple[Entry, ...]:
+    """This path's entries, their expected shapes taken from the spec as it is now."""
+    spec = get_path(PATH_ID)
+    first_blocked, blocked_stage = first_shape(blocked)
+    first_ragged, _ = first_shape(ragged)
+    # The second call at a shape: the quick stage's audit pair (its first problem solved again,
+    # then the partner) or, in the full verification, the second seed's problem.
+    second_call = ("audit pair",) if blocked_stage == "quick" else ()
+    return (
+        _entry(
+            name="blocked_skips_last_block_row",
+            kind=KINDS[0],
+            dtype="float32",
+            block=SKIPS_LAST_BLOCK_ROW,
+            status="wrong",
+            check="scaled_residual",
+            stage="pipeline",
+            shape=first_blocked,
+            mechanism="The last diagonal block's substitution loop runs no step, so its slot in "
+            "the workspace holds the identity the kernel starts from and the driver's last "
+            "GEMM copies B's updated last block row into X unsolved: X_last = B_last - "
+            "A_last,<last X_<last instead of inv(D_last) times it. Direct solves (m <= NB, "
+            "every fixed case) are right. At the first shape with m > NB the residual of the "
+            "last block row, (I - D_last) X_last, is O(1) against a bound of 30 m eps: "
+            "scaled_residual on its first (bounded) problem.",
+        ),
+        _entry(
+            name="blocked_reuses_inverses",
+            kind=KINDS[1],
+            dtype="float64",
+            block=REUSES_INVERSES,
+            status="wrong",
+            check="scaled_residual",
+            stage="pipeline",
+            shape=first_blocked,
+            detail=second_call,
+            mechanism="Keeps the inverted diagonal blocks in the driver's workspace (memory the "
+            "candidate reaches through its arguments, so no device-state symbol) and skips the "
+            "inversion when its -0 mark is there: the second call at a shape uses the first "
+            "call's inverses with the new B. The first call at a shape is right, and so is a "
+            "second call on the same A. Verification solves several problems at each shape: in "
+            "the quick stage the audit pair solves the first problem again (right) and then its "
+            "partner, whose A differs in the strict lower triangle (the diagonal blocks' "
+            "included), so X = inv(D_old)(B - ...) fails the partner's residual. It is not "
+            "named replayed_result: that name is kept for an output that solves the earlier "
+            "problem, and this one mixes old inverses with the new B. Had verification missed "
+            "it, the timed graphs (fresh inputs before every replay, one workspace for all "
+            "their calls) would fail timed_output_scaled_residual.",
+        ),
+        _entry(
+            name="blocked_ragged_block_shifted",
+            kind=KINDS[2],
+            dtype="complex64",
+            block=RAGGED_BLOCK_SHIFTED,
+            status="wrong",
+            check="scaled_residual",
+            stage="pipeline",
+            shape=first_ragged,
+            mechanism="Takes every diagonal block as a full NB x NB one, the last slid up to "
+            "end at row m (the usual way to avoid a short tile). Right when NB divides m, and "
+            "at m <= NB (direct solve). When m % NB != 0 the last slot holds the inverse of "
+            "A[m-NB:m, m-NB:m], and the driver multiplies its top-left corner, which is the "
+            "inverse of another block than D_last, into the last block row: scaled_residual at "
+            "the first ragged shape with m > NB.",
+        ),
+        _entry(
+            name="blocked_reads_past_a",
+            kind=None,
+            dtype="float64",
+            block=READS_PAST_A,
+            status="wrong",
+            check="sanitizer_memcheck",
+            stage="new_best",
+            shape=tuple(spec.sanitizer_shape),  # type: ignore[arg-type]
+            mechanism="Rounds the update's row bound up to whole row groups (8 at 256 threads "
+            "and IB = 32): when the last block's height is not a multiple of 8 (m % 8 != 0), "
+            "each column of it is read up to 7 rows past its end. Those values feed only rows "
+            "past the block, which are never stored, so X is exactly the seed's; inside A the "
+            "extra rows are the next column's top, and past A's last column they fall in "
+            "verification's and timing's guard bands (256 elements): every run-time check "
+            "passes. compute-sanitizer's memcheck before a new job best, with A allocated at "
+            "exactly m*m elements, reports the reads past A's end at the path's sanitizer "
+            "shape.",
+        ),
+    )
+
+
+ENTRIES: tuple[Entry, ...] = entries()
