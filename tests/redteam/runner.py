@@ -1,6 +1,6 @@
-"""Running one red-team entry on a GPU the way its stage is reached in a job, shared by
-``tests/test_redteam_gpu.py`` and ``scripts/redteam_table.py`` so the table shows what the test
-asserts.
+"""Running one red-team entry on a GPU the way its stage is reached in a job of the entry's path,
+shared by ``tests/test_redteam_gpu.py`` and ``scripts/redteam_table.py`` so the table shows what
+the test asserts.
 
 * ``compile`` and ``pipeline``: ``Evaluator.evaluate`` (screen → compile → cubin check → quick
   check → verification → timing → re-check).
@@ -26,7 +26,7 @@ from evaluator.champion import verify_champion
 from evaluator.new_best import JobBest, gate_new_best, memcheck
 from evaluator.pipeline import Evaluator
 from evaluator.report import EvaluationReport
-from redteam.corpus import PATH_ID, Entry
+from redteam.entry import Entry
 
 
 @dataclass(frozen=True)
@@ -70,21 +70,21 @@ def quick_timeout(seconds: float | None) -> Iterator[None]:
 
 
 def evaluate_entry(
-    entry: Entry, evaluator_for: Callable[[str], Evaluator], gpu_index: int
+    entry: Entry, evaluator_for: Callable[[str, str], Evaluator], gpu_index: int
 ) -> Outcome:
     """Run ``entry`` through its stage on ``gpu_index``.
 
-    ``evaluator_for(dtype)`` returns an :class:`Evaluator` of this path on ``gpu_index``,
-    reused across entries (champion verification starts its own).
+    ``evaluator_for(path, dtype)`` returns an :class:`Evaluator` of that path and dtype on
+    ``gpu_index``, reused across entries (champion verification starts its own).
     """
     source = entry.source()
     t0 = time.perf_counter()
     with quick_timeout(entry.quick_timeout_s):
         report: EvaluationReport
         if entry.stage == "champion":
-            report = verify_champion(source, PATH_ID, entry.dtype, gpu_index)
+            report = verify_champion(source, entry.path, entry.dtype, gpu_index)
         else:
-            evaluator = evaluator_for(entry.dtype)
+            evaluator = evaluator_for(entry.path, entry.dtype)
             report, cubin = evaluator.evaluate_with_cubin(source)
             if entry.stage == "new_best" and report.passed:
                 spec, dtype = evaluator.spec, evaluator.dtype
