@@ -8,22 +8,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, jobs, kernels, programs
+from api.routes import health, jobs, kernels, manifest, programs, tokens, version
+from api.routes.version import service_version
 from api.settings import ApiSettings
 from db.session import make_engine, make_read_engine
 from db.settings import DatabaseSettings
-
-
-def _version() -> str:
-    try:
-        return version("kernevo-service")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def create_app(database_url: str | None = None, *, busy_timeout_s: float | None = None) -> FastAPI:
@@ -40,8 +33,11 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     It never creates or alters tables: the database must already be at the Alembic head
     (``db.migrate.upgrade(url)``, which ``kernevo serve`` runs first), so starting the service
     has no side effects on the schema; a missing table shows up as a 500 on the first query and
-    ``/healthz`` reports ``schema_revision`` beside ``schema_head``. ``KERNEVO_API_TOKEN`` is read
-    once here: unset, every write is refused with 401. The engines are disposed on shutdown.
+    ``/healthz`` reports ``schema_revision`` beside ``schema_head``. The settings
+    (``api.settings.ApiSettings``: ``KERNEVO_API_TOKEN``, ``KERNEVO_API_KERNELS_REQUIRE_READ``)
+    are read once here; tokens of the database are looked up per request (``api.deps``), so
+    one created or revoked with ``kernevo token`` counts at once. The engines are disposed on
+    shutdown.
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``database_url`` is not a valid SQLAlchemy URL.
@@ -59,7 +55,7 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
 
     app = FastAPI(
         title="kernevo",
-        version=_version(),
+        version=service_version(),
         summary="Verified CUDA kernels from LLM-driven evolution, and their lineage.",
         lifespan=lifespan,
     )
@@ -67,6 +63,6 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     app.state.read_engine = read_engine
     app.state.settings = ApiSettings()
     install_error_handlers(app)
-    for module in (health, kernels, programs, jobs):
+    for module in (health, version, kernels, manifest, programs, jobs, tokens):
         app.include_router(module.router)
     return app

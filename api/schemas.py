@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from db.heartbeat import liveness
+from db.listing import ProgramRow
 from db.models import Champion, Evaluation, Job, Program
 from evolver.job_config import JobConfig
 from seeds.registry import Rule
@@ -27,16 +28,9 @@ class Health(BaseModel):
     schema_head: str | None
 
 
-def quotes_the_compiler(check: object) -> bool:
-    """Whether a failure of ``check`` may carry compiler output in its detail: every check of
-    the compile stage (``evaluator.pipeline.compile_failure``: ``compile``, ``compiler_crash``,
-    ``compile_time_limit``, ``compile_memory_limit``) and any later ``compile*`` one, by prefix,
-    so a new check is withheld rather than served by omission from a list."""
-    return isinstance(check, str) and check.startswith("compile")
-
-
 class EvaluationOut(BaseModel):
-    """One evaluation of a program on one GPU, with the evaluator's full report."""
+    """One evaluation of a program on one GPU, with the evaluator's full report (its compile log
+    included: every route serving it needs a ``read`` token)."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -52,24 +46,6 @@ class EvaluationOut(BaseModel):
     error_kind: str | None
     report: dict[str, Any]
     created_at: datetime
-    # True when the compile log (``report.compile.log``) and a compile error's first line
-    # (``report.failure.detail``) were withheld: they echo what NVRTC read, so they are served
-    # only to a request carrying the bearer token.
-    compile_log_withheld: bool = False
-
-    @classmethod
-    def from_evaluation(cls, evaluation: Evaluation, *, include_log: bool) -> EvaluationOut:
-        """Build from the ORM row; without ``include_log`` the compile log is null."""
-        out = cls.model_validate(evaluation)
-        if include_log:
-            return out
-        report = dict(out.report)
-        if isinstance(report.get("compile"), dict):
-            report["compile"] = {**report["compile"], "log": None}
-        failure = report.get("failure")
-        if isinstance(failure, dict) and quotes_the_compiler(failure.get("check")):
-            report["failure"] = {**failure, "detail": None}
-        return out.model_copy(update={"report": report, "compile_log_withheld": True})
 
 
 class ProgramSummary(BaseModel):
@@ -98,18 +74,39 @@ class ProgramDetail(ProgramSummary):
     evaluations: list[EvaluationOut]
 
     @classmethod
-    def from_program(
-        cls, program: Program, evaluations: list[Evaluation], *, include_logs: bool = False
-    ) -> ProgramDetail:
-        """Build from the ORM row and its evaluations (compile logs only with
-        ``include_logs``)."""
+    def from_program(cls, program: Program, evaluations: list[Evaluation]) -> ProgramDetail:
+        """Build from the ORM row and its evaluations."""
         summary = ProgramSummary.model_validate(program)
         return cls(
             **summary.model_dump(),
             source=program.source,
-            evaluations=[
-                EvaluationOut.from_evaluation(e, include_log=include_logs) for e in evaluations
-            ],
+            evaluations=[EvaluationOut.model_validate(e) for e in evaluations],
+        )
+
+
+class ProgramListItem(ProgramSummary):
+    """A program in ``GET /v1/programs``: its summary, whether it is a re-run after a resume,
+    and its latest evaluation (``db.listing``): ``state`` (``unevaluated`` when it has none),
+    ``score`` (combined score, 0 on failure), ``evaluation_id``, ``gpu_key``, ``error_kind``."""
+
+    rerun: bool
+    state: Literal["scored", "failed", "verified", "unevaluated"]
+    score: float | None
+    evaluation_id: int | None
+    gpu_key: str | None
+    error_kind: str | None
+
+    @classmethod
+    def from_row(cls, row: ProgramRow) -> ProgramListItem:
+        """Build from a ``db.listing.ProgramRow``."""
+        return cls(
+            **ProgramSummary.model_validate(row.program).model_dump(),
+            rerun=row.program.rerun,
+            state=row.state,
+            score=row.score,
+            evaluation_id=row.evaluation_id,
+            gpu_key=row.gpu_key,
+            error_kind=row.error_kind,
         )
 
 
@@ -235,17 +232,14 @@ class CandidateOut(BaseModel):
     time_us: float | None
 
 
-class KernelOut(BaseModel):
-    """The verified champion kernel serving one problem: cubin (base64) and everything needed to
-    check and launch it. ``signature`` is the base64 Ed25519 signature made at promotion over
+class ChampionOut(BaseModel):
+    """A verified champion kernel: cubin (base64) and everything needed to check and launch it.
+    ``signature`` is the base64 Ed25519 signature made at promotion over
     ``kernevo.signature.signed_payload`` and ``signing_key_id`` the sha256 (hex) of the signer's
     raw public key; both ``null`` for a champion promoted unsigned (loaders refuse it).
     ``certificate`` is the JSON certificate stored at promotion (``kernevo.certificate``: checks
     passed, seeds, shapes, GPU, driver and NVRTC versions, timings, what was not verified), as
-    stored: the signature covers its sha256; ``null`` for a champion promoted before it.
-    ``candidates`` are the serving paths compared, in registry order, and ``compared_by`` the
-    rule that chose among them (``seeds.registry.Rule``: ``only_champion``, ``time_at_shape``
-    or ``combined_score``)."""
+    stored: the signature covers its sha256; ``null`` for a champion promoted before it."""
 
     path: str
     dtype: str
@@ -267,6 +261,40 @@ class KernelOut(BaseModel):
     signature: str | None
     signing_key_id: str | None
     certificate: dict[str, Any] | None
+
+    @staticmethod
+    def fields_of(champion: Champion, program: Program) -> dict[str, Any]:
+        """The champion's fields from its row and its program's."""
+        return {
+            "path": champion.path,
+            "dtype": champion.dtype,
+            "gpu": champion.gpu_key,
+            "shape_bucket": champion.shape_bucket,
+            "program_id": program.id,
+            "program_uid": program.uid,
+            "arch": champion.arch,
+            "nvrtc_version": champion.nvrtc_version,
+            "cubin_b64": base64.b64encode(champion.cubin).decode("ascii"),
+            "cubin_sha256": champion.cubin_sha256,
+            "source": program.source,
+            "source_sha256": program.source_sha256,
+            "compile_options": champion.compile_options,
+            "launch": Launch.model_validate(champion.launch),
+            "envelope": Envelope.model_validate(champion.envelope),
+            "metrics": champion.metrics,
+            "promoted_at": champion.promoted_at,
+            "signature": champion.signature,
+            "signing_key_id": champion.signing_key_id,
+            "certificate": champion.certificate,
+        }
+
+
+class KernelOut(ChampionOut):
+    """The champion serving one problem (``GET /v1/kernels/best``), with the comparison that
+    chose it: ``candidates`` are the serving paths compared, in registry order, and
+    ``compared_by`` the rule that chose among them (``seeds.registry.Rule``: ``only_champion``,
+    ``time_at_shape`` or ``combined_score``)."""
+
     candidates: list[CandidateOut]
     compared_by: Rule
 
@@ -281,26 +309,40 @@ class KernelOut(BaseModel):
     ) -> KernelOut:
         """Build from the champion row, its program and the comparison that chose it."""
         return cls(
-            path=champion.path,
-            dtype=champion.dtype,
-            gpu=champion.gpu_key,
-            shape_bucket=champion.shape_bucket,
-            program_id=program.id,
-            program_uid=program.uid,
-            arch=champion.arch,
-            nvrtc_version=champion.nvrtc_version,
-            cubin_b64=base64.b64encode(champion.cubin).decode("ascii"),
-            cubin_sha256=champion.cubin_sha256,
-            source=program.source,
-            source_sha256=program.source_sha256,
-            compile_options=champion.compile_options,
-            launch=Launch.model_validate(champion.launch),
-            envelope=Envelope.model_validate(champion.envelope),
-            metrics=champion.metrics,
-            promoted_at=champion.promoted_at,
-            signature=champion.signature,
-            signing_key_id=champion.signing_key_id,
-            certificate=champion.certificate,
+            **ChampionOut.fields_of(champion, program),
             candidates=candidates,
             compared_by=compared_by,
         )
+
+
+class ManifestOut(BaseModel):
+    """``GET /v1/manifest``: every champion for one GPU, for a loader to prefetch in one request.
+
+    ``format`` is ``kernevo.manifest.v1``; ``gpu`` the normalized GPU key; ``champions`` ordered
+    by (path, dtype, shape bucket). The answer's ``ETag`` is ``etag`` quoted: the sha256 of
+    every champion's fields (``api.routes.manifest``), so ``If-None-Match`` with it answers 304
+    until a champion of the GPU changes."""
+
+    format: Literal["kernevo.manifest.v1"]
+    gpu: str
+    etag: str
+    champions: list[ChampionOut]
+
+
+class VersionOut(BaseModel):
+    """``GET /v1/version``: the service's distribution and version, the REST API's version and
+    the newest database schema revision the code knows (``schema_head``)."""
+
+    service: str
+    version: str
+    api: Literal["v1"]
+    schema_head: str | None
+
+
+class TokenOut(BaseModel):
+    """``GET /v1/token``: the token a request carries: its ``scope``, ``name`` and ``id`` (null
+    for the configured ``KERNEVO_API_TOKEN``)."""
+
+    id: int | None
+    name: str
+    scope: Literal["read", "write"]

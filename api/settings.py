@@ -1,4 +1,5 @@
-"""The service's own settings, from the environment (``KERNEVO_API_TOKEN``)."""
+"""The service's own settings, from the environment (``KERNEVO_API_TOKEN``,
+``KERNEVO_API_KERNELS_REQUIRE_READ``)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,24 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class ApiSettings(BaseSettings):
-    """``KERNEVO_API_TOKEN``: the bearer token writes must carry.
+    """How the service authenticates requests.
 
-    Unset: every write is refused with 401, so a service started without a token is read-only
-    rather than open. An empty or blank value is refused (it reads as a forgotten token).
+    ``KERNEVO_API_TOKEN``: a configured token with the ``write`` scope, accepted beside the
+    tokens of the database (``kernevo token create``); unset, only those are accepted. An empty
+    or blank value is refused (it reads as a forgotten token).
+
+    ``KERNEVO_API_KERNELS_REQUIRE_READ``: ``false`` (default) leaves ``GET /v1/kernels/best`` and
+    ``GET /v1/manifest`` open to anyone, as loaders ask them without a token; ``true`` makes them
+    need a ``read`` token like every other ``/v1`` read.
 
     Raises:
-        pydantic.ValidationError: an empty value.
+        pydantic.ValidationError: an empty value, or a boolean that does not parse.
     """
 
     model_config = SettingsConfigDict(env_prefix="KERNEVO_", extra="forbid")
 
     api_token: SecretStr | None = None
+    api_kernels_require_read: bool = False
 
     @field_validator("*", mode="before")
     @classmethod
@@ -29,5 +36,5 @@ class ApiSettings(BaseSettings):
         return value
 
     def token(self) -> str | None:
-        """The configured token, or ``None`` when writes are disabled."""
+        """The configured write token, or ``None`` when none is configured."""
         return None if self.api_token is None else self.api_token.get_secret_value()

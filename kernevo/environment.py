@@ -68,10 +68,19 @@ CATALOGUE: tuple[Variable, ...] = (
     _v(
         "API_TOKEN",
         "api/settings.py",
-        "bearer token that writes to the API must carry",
-        "none: writes refused (401)",
+        "a configured API token with the write scope, beside those `kernevo token create` "
+        "makes; clients (`kernevo jobs --api-url`, `kernevo cancel --api-url`) send it",
+        "unset: only the database's tokens",
         "a token string",
         secret=True,
+    ),
+    _v(
+        "API_KERNELS_REQUIRE_READ",
+        "api/settings.py",
+        "`true`: the best-kernel and manifest endpoints need a read token like every other "
+        "/v1 read",
+        "false: open",
+        "true or false",
     ),
     _v(
         "API_URL",

@@ -38,6 +38,9 @@ import httpx
 
 # Seconds to wait for the service to answer /healthz and for the job to record a program.
 STARTUP_TIMEOUT_S = 120.0
+# The service's configured token (KERNEVO_API_TOKEN, scope write): every /v1 read needs a token.
+TOKEN = "load-test-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Per-request limit: well above SQLite's 30 s busy timeout, so a reader queueing for the write
 # lock shows up as a slow answer or a 5xx, not as a client-side timeout.
 REQUEST_TIMEOUT_S = 60.0
@@ -87,6 +90,7 @@ def _environment(folder: Path) -> dict[str, str]:
     env["KERNEVO_WORK_DIR"] = str(folder / "runs")
     env["KERNEVO_COMPILE_CACHE"] = str(folder / "cubin")
     env["KERNEVO_KEY_DIR"] = str(folder / "keys")
+    env["KERNEVO_API_TOKEN"] = TOKEN
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -118,7 +122,7 @@ def _wait_for(predicate: object, what: str, process: subprocess.Popen[bytes], lo
 
 
 def _job_row(base: str) -> dict[str, object] | None:
-    rows = httpx.get(f"{base}/v1/jobs", timeout=10).json()
+    rows = httpx.get(f"{base}/v1/jobs", headers=AUTH, timeout=10).json()
     return rows[0] if rows else None
 
 
@@ -160,7 +164,9 @@ async def _load(base: str, job_id: int, programs: int, clients: int, seconds: fl
     program_count = [programs]
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     deadline = time.monotonic() + seconds
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=REQUEST_TIMEOUT_S) as client:
+    async with httpx.AsyncClient(
+        base_url=base, limits=limits, timeout=REQUEST_TIMEOUT_S, headers=AUTH
+    ) as client:
         await asyncio.gather(
             *(
                 _client_loop(
@@ -250,7 +256,7 @@ def run_load(
         except subprocess.TimeoutExpired:
             result.job_exit_code = None
         result.job_seconds = time.monotonic() - job_started
-        final = httpx.get(f"{base}/v1/jobs/{result.job_id}", timeout=30).json()
+        final = httpx.get(f"{base}/v1/jobs/{result.job_id}", headers=AUTH, timeout=30).json()
         result.job_state = final.get("state")
         result.job_iterations = f"{final.get('iteration')}/{iterations}"
         result.job_programs = int(final.get("programs", 0))

@@ -373,8 +373,32 @@ def seeded(fresh_database_url: str) -> Seeded:
 
 @pytest.fixture
 def api_token() -> str:
-    """The bearer token the ``api_client`` app accepts."""
+    """The bearer token the ``api_client`` app accepts (``KERNEVO_API_TOKEN``: scope write)."""
     return API_TOKEN
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The ``Authorization`` header carrying ``token``."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def create_api_token(url: str, scope: str, name: str = "test") -> str:
+    """A token of ``scope`` created in the database at ``url`` (``db.tokens``); its secret."""
+    from db.session import make_engine, session_scope
+    from db.tokens import create_token
+
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            return create_token(s, scope=scope, name=name)[1]
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def read_token(fresh_database_url: str) -> str:
+    """A ``read`` token in this test's fresh database."""
+    return create_api_token(fresh_database_url, "read", "reader")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import API_TOKEN, Seeded, seed_lineage
+from conftest import API_TOKEN, Seeded, bearer, seed_lineage
 from fastapi.testclient import TestClient
 from test_db_session import exclusive_lock, fingerprint
 
@@ -16,6 +16,14 @@ from api.app import create_app
 from kernevo.cli import main
 
 LOCK_WAIT_S = 0.2  # busy timeout in these tests: long enough to queue, short enough to fail
+# Every /v1 read needs a token: the configured one (scope write), compared without the database,
+# so what these tests see is the route's own answer to the database's state.
+AUTH = bearer(API_TOKEN)
+
+
+@pytest.fixture(autouse=True)
+def _configured_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNEVO_API_TOKEN", API_TOKEN)
 
 
 @pytest.fixture
@@ -54,7 +62,7 @@ def test_gets_and_the_health_check_never_change_the_file(
 ) -> None:
     path, seeded = sqlite_lineage
     before = fingerprint(path)
-    with TestClient(create_app(f"sqlite:///{path}")) as client:
+    with TestClient(create_app(f"sqlite:///{path}"), headers=AUTH) as client:
         for url in ["/healthz", *_get_paths(seeded)]:
             assert client.get(url).status_code == 200, url
     assert fingerprint(path) == before
@@ -65,7 +73,7 @@ def test_a_locked_database_is_a_503_and_a_failing_health_check(
 ) -> None:
     path, seeded = sqlite_lineage
     app = create_app(f"sqlite:///{path}", busy_timeout_s=LOCK_WAIT_S)
-    with TestClient(app) as client:
+    with TestClient(app, headers=AUTH) as client:
         with exclusive_lock(path):
             for url in ["/healthz", *_get_paths(seeded)]:
                 _assert_one_line_503(client.get(url), "database is locked")
@@ -80,14 +88,14 @@ def test_a_locked_database_refuses_writes_with_503(
     path, seeded = sqlite_lineage
     monkeypatch.setenv("KERNEVO_API_TOKEN", API_TOKEN)
     app = create_app(f"sqlite:///{path}", busy_timeout_s=LOCK_WAIT_S)
-    with TestClient(app) as client, exclusive_lock(path):
+    with TestClient(app, headers=AUTH) as client, exclusive_lock(path):
         patch = client.patch(
             f"/v1/jobs/{seeded.job_id}",
             json={"state": "cancelled"},
             headers={"Authorization": f"Bearer {API_TOKEN}"},
         )
         _assert_one_line_503(patch, "database is locked")
-    with TestClient(app) as client:  # the refused write left no trace
+    with TestClient(app, headers=AUTH) as client:  # the refused write left no trace
         assert client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
 
 
@@ -104,7 +112,9 @@ def test_a_damaged_database_is_a_503_and_a_failing_health_check(
 ) -> None:
     path = tmp_path / "kernevo.db"
     path.write_bytes(content)
-    with TestClient(create_app(f"sqlite:///{path}", busy_timeout_s=LOCK_WAIT_S)) as client:
+    with TestClient(
+        create_app(f"sqlite:///{path}", busy_timeout_s=LOCK_WAIT_S), headers=AUTH
+    ) as client:
         health = client.get("/healthz")
         if starts is None:
             assert health.status_code == 200
@@ -122,14 +132,14 @@ def test_a_torn_database_is_a_503(sqlite_lineage: tuple[Path, Seeded]) -> None:
     page_size = int.from_bytes(data[16:18], "big")
     data[page_size:] = b"\xa5" * (len(data) - page_size)  # every page after the header's
     path.write_bytes(bytes(data))
-    with TestClient(create_app(f"sqlite:///{path}")) as client:
+    with TestClient(create_app(f"sqlite:///{path}"), headers=AUTH) as client:
         _assert_one_line_503(client.get("/healthz"), "database is damaged")
         _assert_one_line_503(client.get(f"/v1/jobs/{seeded.job_id}"), "database is damaged")
 
 
 def test_a_missing_database_file_fails_the_health_check(tmp_path: Path) -> None:
     path = tmp_path / "gone.db"
-    with TestClient(create_app(f"sqlite:///{path}")) as client:
+    with TestClient(create_app(f"sqlite:///{path}"), headers=AUTH) as client:
         _assert_one_line_503(client.get("/healthz"), "database is unreachable")
         _assert_one_line_503(client.get("/v1/jobs"), "database is unreachable")
     assert not path.exists()

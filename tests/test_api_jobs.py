@@ -1,10 +1,12 @@
-"""GET /v1/jobs, GET /v1/jobs/{id}, and PATCH /v1/jobs/{id} behind the bearer token."""
+"""GET /v1/jobs (filters, pagination), GET /v1/jobs/{id} and PATCH /v1/jobs/{id}, with the
+configured token (tests/test_api_scopes.py covers every route with each kind of token)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import API_TOKEN, bearer
 from fastapi.testclient import TestClient
 
 from db import repository as repo
@@ -12,6 +14,8 @@ from db.session import make_engine, session_scope
 
 if TYPE_CHECKING:
     from conftest import Seeded
+
+AUTH = bearer(API_TOKEN)
 
 
 def _progress(url: str, job_id: int, **fields: object) -> None:
@@ -35,7 +39,7 @@ def test_jobs_listing_shows_progress(
         best_speedup=2.4,
         last_failure_kind="timeout",
     )
-    response = api_client.get("/v1/jobs")
+    response = api_client.get("/v1/jobs", headers=AUTH)
     assert response.status_code == 200, response.text
     (job,) = response.json()
     assert job["id"] == seeded.job_id
@@ -53,15 +57,18 @@ def test_jobs_listing_shows_progress(
     )
     assert job["heartbeat_at"] is not None
     assert job["config"] == {"iterations": 100}
-    assert api_client.get("/v1/jobs", params={"state": "running"}).json()[0]["id"] == job["id"]
-    assert api_client.get("/v1/jobs", params={"state": "waiting"}).json() == []
-    assert api_client.get("/v1/jobs", params={"state": "paused"}).status_code == 422
+    assert (
+        api_client.get("/v1/jobs", params={"state": "running"}, headers=AUTH).json()[0]["id"]
+        == job["id"]
+    )
+    assert api_client.get("/v1/jobs", params={"state": "waiting"}, headers=AUTH).json() == []
+    assert api_client.get("/v1/jobs", params={"state": "paused"}, headers=AUTH).status_code == 422
 
 
 def test_job_detail_and_404(api_client: TestClient, seeded: Seeded) -> None:
-    body = api_client.get(f"/v1/jobs/{seeded.job_id}").json()
+    body = api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json()
     assert (body["id"], body["state"], body["programs"]) == (seeded.job_id, "waiting", 3)
-    missing = api_client.get("/v1/jobs/999")
+    missing = api_client.get("/v1/jobs/999", headers=AUTH)
     assert missing.status_code == 404
     assert missing.json()["detail"] == "job 999 not found"
 
@@ -71,7 +78,7 @@ def test_patch_without_token_is_401(api_client: TestClient, seeded: Seeded) -> N
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     assert "missing bearer token" in response.json()["detail"]
-    assert api_client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
+    assert api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json()["state"] == "waiting"
 
 
 @pytest.mark.parametrize(
@@ -86,7 +93,7 @@ def test_patch_with_wrong_credentials_is_refused(
         headers={"Authorization": authorization},
     )
     assert response.status_code == 401
-    assert api_client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
+    assert api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json()["state"] == "waiting"
 
 
 def test_patch_with_token_cancels(api_client: TestClient, seeded: Seeded, api_token: str) -> None:
@@ -95,7 +102,7 @@ def test_patch_with_token_cancels(api_client: TestClient, seeded: Seeded, api_to
     response = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
     assert response.status_code == 200, response.text
     assert response.json()["state"] == "cancelled"
-    assert api_client.get(url).json()["state"] == "cancelled"
+    assert api_client.get(url, headers=AUTH).json()["state"] == "cancelled"
     # Cancelling again is a no-op; only "cancelled" is accepted; unknown jobs are 404.
     again = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
     assert again.status_code == 200
@@ -125,12 +132,60 @@ def test_out_of_range_job_ids_are_422(api_client: TestClient, api_token: str, jo
     never passed to the database (PostgreSQL would fail with NumericValueOutOfRange)."""
     auth = {"Authorization": f"Bearer {api_token}"}
     for response in (
-        api_client.get(f"/v1/jobs/{job_id}"),
+        api_client.get(f"/v1/jobs/{job_id}", headers=AUTH),
         api_client.patch(f"/v1/jobs/{job_id}", json={"state": "cancelled"}, headers=auth),
     ):
         assert response.status_code == 422, response.text
         (error,) = response.json()["detail"]
         assert error["loc"] == ["path", "job_id"]
-    largest = api_client.get(f"/v1/jobs/{2**31 - 1}")
+    largest = api_client.get(f"/v1/jobs/{2**31 - 1}", headers=AUTH)
     assert largest.status_code == 404
     assert largest.json()["detail"] == f"job {2**31 - 1} not found"
+
+
+def _jobs(url: str, specs: list[tuple[str, str, str]]) -> list[int]:
+    """Jobs of (path, dtype, gpu key), created in this order; their ids."""
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            return [
+                repo.create_job(s, path=path, dtype=dtype, gpu=gpu, shape_bucket="b",
+                                config={}, backend="offline", model=None).id
+                for path, dtype, gpu in specs
+            ]  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def test_jobs_filtered_and_paginated_with_the_total(
+    api_client: TestClient, read_token: str, fresh_database_url: str
+) -> None:
+    specs = [
+        ("trsm_small", "float64", "nvidia-h200"),
+        ("trsm_small", "float32", "nvidia-h200"),
+        ("trsm_blocked", "float64", "nvidia-h200"),
+        ("trsm_small", "float64", "none"),
+        ("trsm_small", "float64", "nvidia-h100-80gb-hbm3"),
+    ]
+    ids = _jobs(fresh_database_url, specs)
+    _progress(fresh_database_url, ids[0], state="running")
+
+    def listing(**params: object) -> tuple[list[int], int]:
+        response = api_client.get("/v1/jobs", params=params, headers=bearer(read_token))
+        assert response.status_code == 200, response.text
+        return [job["id"] for job in response.json()], int(response.headers["x-total-count"])
+
+    newest_first = ids[::-1]
+    assert listing() == (newest_first, 5)
+    assert listing(path="trsm_small", dtype="float64") == ([ids[4], ids[3], ids[0]], 3)
+    assert listing(gpu="NVIDIA H200") == ([ids[2], ids[1], ids[0]], 3)
+    assert listing(gpu="none") == ([ids[3]], 1)
+    assert listing(state="running") == ([ids[0]], 1)
+    assert listing(state="waiting", dtype="float32") == ([ids[1]], 1)
+    assert listing(path="no_such_path") == ([], 0)
+    pages = [listing(limit=2, offset=offset) for offset in (0, 2, 4, 6)]
+    assert [page for page, _ in pages] == [newest_first[0:2], newest_first[2:4], [ids[0]], []]
+    assert {total for _, total in pages} == {5}
+    for bad in ({"limit": 0}, {"offset": -1}, {"gpu": " -- "}, {"limit": 1001}):
+        response = api_client.get("/v1/jobs", params=bad, headers=bearer(read_token))
+        assert response.status_code == 422, (bad, response.text)

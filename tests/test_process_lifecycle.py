@@ -495,8 +495,11 @@ def test_the_api_shows_heartbeat_age_and_stale(fresh_database_url: str) -> None:
     from api.app import create_app
     from db.heartbeat import STALE_AFTER_S
 
+    from conftest import bearer, create_api_token
+
     _three_jobs(fresh_database_url)
-    with TestClient(create_app(fresh_database_url)) as client:
+    reader = bearer(create_api_token(fresh_database_url, "read"))
+    with TestClient(create_app(fresh_database_url), headers=reader) as client:
         jobs = {j["id"]: j for j in client.get("/v1/jobs").json()}
         one = client.get("/v1/jobs/1").json()
     assert (jobs[1]["stale"], jobs[2]["stale"], jobs[3]["stale"]) == (True, False, False)

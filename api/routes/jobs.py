@@ -1,5 +1,6 @@
 """``POST /v1/jobs`` (queue a job), ``GET /v1/jobs``, ``GET /v1/jobs/{id}`` and
-``PATCH /v1/jobs/{id}`` (cancel); writes need the token.
+``PATCH /v1/jobs/{id}`` (cancel): every route needs a ``read`` token, and the writes (create,
+cancel) a ``write`` token (``api.deps``).
 
 A job created here waits in the queue (``db.queue``) until a ``kernevo worker`` claims it; the
 service itself never runs it.
@@ -11,17 +12,22 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
-from api.deps import JobId, SessionDep, TokenDep, WriteSessionDep
+from api.deps import JobId, ReadScope, SessionDep, TokenDep, WriteSessionDep
+from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
+from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
 from db.heartbeat import database_now
+from db.listing import list_jobs_page
 from db.queue import ANY_GPU, NO_GPU, enqueue_job
-from db.repository import count_programs, get_job, list_jobs, set_job_state
+from db.repository import count_programs, get_job, set_job_state
 from db.states import JobState
 from evolver.job_config import JobConfig
 from seeds.hardware import normalize_gpu_name
 from seeds.registry import get_path
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(
+    prefix="/v1/jobs", tags=["jobs"], dependencies=[ReadScope], responses=READ_ERRORS
+)
 
 
 def _queue_gpu_key(body: JobCreate) -> str:
@@ -58,13 +64,14 @@ def _queue_gpu_key(body: JobCreate) -> str:
     response_model=JobOut,
     status_code=status.HTTP_201_CREATED,
     dependencies=[TokenDep],
+    responses=FORBIDDEN,
 )
 def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOut:
     """Queue a job for the workers; 201 with the job (``waiting``) and its ``Location``.
 
     The body is validated as ``kernevo evolve``'s job configuration (``evolver.job_config``):
     an unknown key, a value out of range, an unknown path or a dtype the path lacks is a 422
-    naming the key. 401 without a valid token.
+    naming the key. 401 without a valid token, 403 with a ``read`` one.
     """
     gpu_key = _queue_gpu_key(body)
     config = JobConfig.model_validate(body.model_dump(exclude={"gpu"}))
@@ -81,32 +88,64 @@ def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOu
     return JobOut.from_job(job, 0, database_now(s))
 
 
-@router.get("", response_model=list[JobOut])
+@router.get("", response_model=list[JobOut], responses=total_header("jobs"))
 def jobs(
     s: SessionDep,
+    response: Response,
     state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    path: Annotated[str | None, Query(max_length=64, description="only this path's")] = None,
+    dtype: Annotated[str | None, Query(max_length=16, description="only this dtype's")] = None,
+    gpu: Annotated[
+        str | None, Query(max_length=256, description="only this GPU's (name or key; none)")
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[JobOut]:
-    """Jobs, newest first, with their progress and whether a running one went stale."""
-    rows = list_jobs(s, state=state.value if state else None, limit=limit)
+    """Jobs matching every filter, newest first, with their progress and whether a running one
+    went stale; the total that match is the ``X-Total-Count`` header.
+
+    422 for a GPU name with no letter or digit.
+    """
+    gpu_key = None
+    if gpu is not None:
+        try:
+            gpu_key = normalize_gpu_name(gpu)
+        except ValueError as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    rows, total = list_jobs_page(
+        s,
+        state=state.value if state else None,
+        path=path,
+        dtype=dtype,
+        gpu_key=gpu_key,
+        limit=limit,
+        offset=offset,
+    )
+    response.headers[TOTAL_HEADER] = str(total)
     counts = count_programs(s, (job.id for job in rows))
     now = database_now(s)
     return [JobOut.from_job(job, counts[job.id], now) for job in rows]
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses=NOT_FOUND)
 def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
     """One job with its progress (404 when unknown)."""
     job = get_job(s, job_id)
     return JobOut.from_job(job, count_programs(s, [job.id])[job.id], database_now(s))
 
 
-@router.patch("/{job_id}", response_model=JobOut, dependencies=[TokenDep])
+@router.patch(
+    "/{job_id}",
+    response_model=JobOut,
+    dependencies=[TokenDep],
+    responses={**FORBIDDEN, **NOT_FOUND, **CONFLICT},
+)
 def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobOut:
-    """Cancel a job; the worker sees the state and stops. Needs the bearer token.
+    """Cancel a job; the worker sees the state and stops. Needs a ``write`` token.
 
-    401 without a valid token, 404 for an unknown job, 409 when the job is already complete,
-    422 for any body other than ``{"state": "cancelled"}``. Cancelling twice is a no-op.
+    401 without a valid token, 403 with a ``read`` one, 404 for an unknown job, 409 when the
+    job is already complete, 422 for any body other than ``{"state": "cancelled"}``.
+    Cancelling twice is a no-op.
     """
     job = set_job_state(s, job_id, body.state)
     s.commit()

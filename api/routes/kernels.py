@@ -8,7 +8,8 @@ lists every path compared. The GPU name is normalized to its key by
 ``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads
 stored cubins: it never compiles or runs code. It serves each champion's signature and signing
 key id as stored at promotion, and its certificate (what verification covered, signed with it);
-it holds no key and checks nothing — the loader verifies.
+it holds no key and checks nothing — the loader verifies. Open to anyone unless
+``KERNEVO_API_KERNELS_REQUIRE_READ`` (``api.deps.kernels_access``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from api.deps import SessionDep
+from api.deps import KernelsScope, SessionDep
+from api.responses import KERNELS_ERRORS, NOT_FOUND
 from api.schemas import CandidateOut, KernelOut
 from db.models import Champion
 from db.repository import best_champion
@@ -34,12 +36,14 @@ from seeds.registry import (
 )
 from seeds.spec import UnknownDtypeError
 
-router = APIRouter(prefix="/v1/kernels", tags=["kernels"])
+router = APIRouter(
+    prefix="/v1/kernels", tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS
+)
 
 _UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
 
 
-@router.get("/best", response_model=KernelOut)
+@router.get("/best", response_model=KernelOut, responses=NOT_FOUND)
 def best_kernel(
     s: SessionDep,
     op: Annotated[str, Query(description="operation, e.g. trsm")],
