@@ -12,9 +12,20 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, jobs, kernels, manifest, programs, tokens, version
+from api.routes import (
+    champions,
+    health,
+    jobs,
+    kernels,
+    lineage,
+    manifest,
+    programs,
+    tokens,
+    version,
+)
 from api.routes.version import service_version
 from api.settings import ApiSettings
+from api.web import router as web_router
 from db.session import make_engine, make_read_engine
 from db.settings import DatabaseSettings
 
@@ -63,6 +74,7 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     app.state.read_engine = read_engine
     app.state.settings = ApiSettings()
     install_error_handlers(app)
-    for module in (health, version, kernels, manifest, programs, jobs, tokens):
+    for module in (health, version, kernels, manifest, champions, programs, jobs, lineage, tokens):
         app.include_router(module.router)
+    app.include_router(web_router)  # the web page at /ui/ (api.web), outside the OpenAPI document
     return app

@@ -78,6 +78,17 @@ ROUTES: dict[tuple[str, str], Rule] = {
         },
     ),
     ("GET", "/v1/token"): Rule("read", _get("/v1/token")),
+    # api.routes.lineage, api.routes.champions and the web page (api.web: it holds no data; the
+    # routes it reads keep their own access). "/" and "/ui" redirect to "/ui/" (followed).
+    ("GET", "/v1/jobs/{job_id}/lineage"): Rule("read", _get("/v1/jobs/{s.job_id}/lineage")),
+    ("GET", "/v1/programs/{program_id}/diff"): Rule(
+        "read", _get("/v1/programs/{s.grandchild_id}/diff")
+    ),
+    ("GET", "/v1/champions"): Rule("kernels", _get("/v1/champions", gpu="nvidia-h200")),
+    ("GET", "/"): Rule("open", _get("/")),
+    ("GET", "/ui"): Rule("open", _get("/ui")),
+    ("GET", "/ui/"): Rule("open", _get("/ui/")),
+    ("GET", "/ui/{name}"): Rule("open", _get("/ui/main.js")),
 }
 
 
