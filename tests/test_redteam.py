@@ -205,35 +205,65 @@ def test_the_whitelist_knows_every_shape_the_full_verification_solves(dtype, mon
 # ---- trsm_blocked: the faults that change X, through the evaluator's own verification -------
 
 BLOCKED_MODELS = {
-    "blocked_skips_last_block_row": "skips_last_block_row",
-    "blocked_reuses_inverses": "reuses_inverses",
-    "blocked_ragged_block_shifted": "ragged_block_shifted",
+    "blocked_skips_last_block_row": ("skips_last_block_row", 1),
+    "blocked_reuses_inverses": ("reuses_inverses", 1),
+    "blocked_ragged_block_shifted": ("ragged_block_shifted", 1),
 }
 
 
-def _verify_as_the_pipeline(fault: str, dtype: str, monkeypatch):
+def _verify_as_the_pipeline(fault: str, warm: int, dtype: str, monkeypatch, check=None):
     """The first failure of the quick check and then the full verification of trsm_blocked (its
     spec's shapes, in the pipeline's order and seeds' count) on :class:`BlockedModel`, each
-    stage with a driver of its own as the GPU worker loads one per task."""
+    stage with a driver of its own as the GPU worker loads one per task; and those drivers.
+    ``check``: the per-output check (None: the path's, the evaluator's default)."""
     spec = get_path(blocked.PATH_ID)
     monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
-    model = BlockedModel(fault, blocked.NB)
-    failure, _ = gpu_tasks.verify(model, dtype, list(spec.quick_shapes), [101], False)
+    kwargs = {} if check is None else {"check": check}
+    models = [BlockedModel(fault, blocked.NB, warm)]
+    failure, _ = gpu_tasks.verify(models[0], dtype, list(spec.quick_shapes), [101], False, **kwargs)
     if failure is None:
-        model = BlockedModel(fault, blocked.NB)
+        models.append(BlockedModel(fault, blocked.NB, warm))
         seeds = list(range(201, 201 + VERIFY_SEED_COUNT))
-        failure, _ = gpu_tasks.verify(model, dtype, list(spec.verify_shapes), seeds, True)
-    return failure
+        shapes = list(spec.verify_shapes)
+        failure, _ = gpu_tasks.verify(models[1], dtype, shapes, seeds, True, **kwargs)
+    return failure, models
 
 
 @pytest.mark.parametrize("name", sorted(BLOCKED_MODELS))
 def test_the_evaluator_refuses_the_modelled_blocked_fault_where_the_entry_says(name, monkeypatch):
     entry = next(e for e in ENTRIES if e.name == name)
-    failure = _verify_as_the_pipeline(BLOCKED_MODELS[name], entry.dtype, monkeypatch)
+    failure, _ = _verify_as_the_pipeline(*BLOCKED_MODELS[name], entry.dtype, monkeypatch)
     assert failure is not None, f"{name}: the model passes the verification"
     assert (failure.check, failure.shape) == (entry.check, entry.shape), failure
     for part in entry.detail:
         assert part in failure.detail, failure.detail
+
+
+def test_the_warmed_up_reuse_passes_verification_and_is_reused_before_the_timing_audit(
+    monkeypatch,
+):
+    """``blocked_reuses_inverses_after_warmup`` must get through verification (fewer calls at
+    every shape than its warm-up, even if the full stage's driver found the quick stage's
+    workspace, as CuPy's pool may hand it over) and be wrong in the replay the timing audits
+    (more calls before it than the warm-up: 2 untimed, then ``calls`` per candidate graph and
+    two candidate graphs per warm-up round)."""
+    import inspect
+
+    from evaluator.timing import time_shape
+
+    entry = next(e for e in ENTRIES if e.name == "blocked_reuses_inverses_after_warmup")
+    failure, models = _verify_as_the_pipeline(
+        "reuses_inverses", blocked.WARMUP_CALLS, entry.dtype, monkeypatch,
+        check=lambda problem, x: None,
+    )  # fmt: skip
+    assert failure is None, failure
+    quick, full = models
+    for shape in full.calls:
+        assert quick.calls.get(shape, 0) + full.calls[shape] < blocked.WARMUP_CALLS, shape
+    defaults = inspect.signature(time_shape).parameters
+    before_audit = 2 + defaults["warmup"].default * 2 * defaults["calls"].default
+    assert before_audit > blocked.WARMUP_CALLS
+    assert entry.shape in get_path(blocked.PATH_ID).timed_shapes and entry.shape[0] > blocked.NB
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -279,9 +309,9 @@ def test_the_blocked_memcheck_fault_reaches_past_a_at_the_sanitizer_shape_only_i
 
 def test_racecheck_runs_for_z64_where_the_missing_barrier_is_crossed():
     """compute-sanitizer's racecheck is in the champion's plan for this path at its sanitizer
-    shape, and that shape has a bottom half (phase 4 runs) and a second 32-column block in the
-    thread block (the loaders write the B region in phase 5), the two sides of the dropped
-    barrier."""
+    shape, after memcheck, and that shape has a bottom half (m > 32: the loaders write the
+    bottom block into the B region in phase 3 and the computing warps read it in phase 4), the
+    two sides of the dropped barrier."""
     evaluator = Evaluator(z64.PATH_ID, "complex128", gpu_index=None)
     try:
         plan = sanitizer_plan(evaluator)
@@ -293,8 +323,8 @@ def test_racecheck_runs_for_z64_where_the_missing_barrier_is_crossed():
         i for i, (tool, _) in enumerate(plan) if tool == "memcheck"
     )
     m, n = entry.shape
-    assert m > 32 and 32 < n <= 64
-    assert "#define TZ_CB_PER_CTA 2" in entry.block and "tz_barrier(4)" not in entry.block
+    assert 32 < m <= 64 and 1 <= n <= 64
+    assert "tz_barrier(3)" not in entry.block and "tz_barrier(4)" in entry.block
 
 
 def test_the_z64_upper_triangle_is_nan_in_the_first_quick_problem():

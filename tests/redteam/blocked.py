@@ -94,48 +94,74 @@ SKIPS_LAST_BLOCK_ROW = patched(
     ),
 )
 
-# (b) Inverses kept in the driver's workspace from one call to the next: a thread block that
-# finds its own mark there (-0 in row 0 of its last column: the strict upper triangle of
-# inv(D_t), which the GEMM multiplies by B, and -0 * b adds nothing) skips its columns.
-REUSES_INVERSES = patched(
-    CONTROL,
-    (
-        'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n',
-        'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n'
-        "\n"
-        "// The inverses depend on A alone, and a caller solving many B against one A pays for\n"
-        "// them once: the workspace keeps them between calls, marked by -0 (a zero of the\n"
-        "// strict upper triangle with its sign bit set).\n"
-        "#if KV_COMPLEX\n"
-        "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v.re; }\n"
-        "__device__ __forceinline__ scalar_t rt_mark() { return {-real_t(0), real_t(0)}; }\n"
-        "#else\n"
-        "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v; }\n"
-        "__device__ __forceinline__ scalar_t rt_mark() { return -real_t(0); }\n"
-        "#endif\n"
-        "__device__ __forceinline__ bool rt_is_mark(scalar_t v) {\n"
-        "  return rt_re(v) == real_t(0) && copysign(real_t(1), rt_re(v)) < real_t(0);\n"
-        "}\n",
-    ),
-    (
-        "  scalar_t y[TB_ROWS];\n",
-        "  // Row 0 of this thread block's last column of inv(D_t): strict upper, always zero.\n"
-        "  scalar_t* mark = solve ? nullptr\n"
-        "                         : Y + (long)t * TB_NB * TB_NB +\n"
-        "                               (long)(blockIdx.y * TB_IB + TB_IB - 1) * TB_NB;\n"
-        "  __shared__ bool kept;\n"
-        "  if (tid == 0) kept = mark != nullptr && rt_is_mark(*mark);\n"
-        "  __syncthreads();\n"
-        "  if (kept) return;  // this call's A is taken to be the last call's\n"
-        "\n"
-        "  scalar_t y[TB_ROWS];\n",
-    ),
-    (
-        "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n",
-        "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n"
-        "    if (c == TB_IB - 1 && g == 0) *mark = rt_mark();\n",
-    ),
-)
+# (b) Inverses kept in the driver's workspace from one call to the next: each thread block
+# counts its calls at a shape in the workspace and, from the warm-th call on, skips its columns.
+WARMUP_CALLS = 64  # above the calls verification makes at one shape, below a timed replay's
+
+
+def reuses_inverses(warm: int) -> str:
+    """The control with fault (b): inverses trusted from call ``warm`` + 1 at a shape on.
+
+    The count lives in row 0 of the thread block's last column of inv(D_t) (the strict upper
+    triangle, which the kernel writes as zero) as a subnormal k * 2^-1074 (2^-149 in single
+    precision): the GEMM multiplies it by B and adds nothing to X, and a slot of any other
+    content counts as 0. No device-state symbol: the memory is the driver's, reached through
+    the kernel's arguments.
+    """
+    return patched(
+        CONTROL,
+        (
+            'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n',
+            'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n'
+            "\n"
+            "// The inverses depend on A alone, and a caller solving many B against one A\n"
+            "// pays for them once: after RT_WARM calls at a shape the workspace is taken to\n"
+            "// hold them. Each thread block counts its calls in row 0 of its last column of\n"
+            "// inv(D_t) (strict upper, always zero) as a subnormal k * RT_TINY, which adds\n"
+            "// nothing to the GEMM.\n"
+            f"#define RT_WARM {warm}\n"
+            "#if KERNEVO_DTYPE == 0 || KERNEVO_DTYPE == 2\n"
+            "#define RT_TINY 0x1p-149f\n"
+            "#else\n"
+            "#define RT_TINY 0x1p-1074\n"
+            "#endif\n"
+            "#define RT_MAX_COUNT (1 << 20)\n"
+            "#if KV_COMPLEX\n"
+            "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v.re; }\n"
+            "__device__ __forceinline__ scalar_t rt_real(real_t r) { return {r, real_t(0)}; }\n"
+            "#else\n"
+            "__device__ __forceinline__ real_t rt_re(scalar_t v) { return v; }\n"
+            "__device__ __forceinline__ scalar_t rt_real(real_t r) { return r; }\n"
+            "#endif\n"
+            "// The count a slot holds: k for k * RT_TINY with 0 < k < RT_MAX_COUNT, else 0.\n"
+            "__device__ __forceinline__ int rt_count(scalar_t v) {\n"
+            "  const real_t r = rt_re(v);\n"
+            "  return r > real_t(0) && r < RT_MAX_COUNT * RT_TINY ? (int)(r / RT_TINY) : 0;\n"
+            "}\n",
+        ),
+        (
+            "  scalar_t y[TB_ROWS];\n",
+            "  // This thread block's call counter: row 0 of its last column of inv(D_t).\n"
+            "  scalar_t* counter = solve ? nullptr\n"
+            "                            : Y + (long)t * TB_NB * TB_NB +\n"
+            "                                  (long)(blockIdx.y * TB_IB + TB_IB - 1) * TB_NB;\n"
+            "  __shared__ int calls;\n"
+            "  if (tid == 0) calls = counter != nullptr ? rt_count(*counter) : 0;\n"
+            "  __syncthreads();\n"
+            "  if (counter != nullptr && calls >= RT_WARM) return;  // the last call's A, again\n"
+            "\n"
+            "  scalar_t y[TB_ROWS];\n",
+        ),
+        (
+            "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n",
+            "      out[row] = (active && row < mb) ? y[s] : kv_zero();\n    }\n"
+            "    if (c == TB_IB - 1 && g == 0) *counter = rt_real((calls + 1) * RT_TINY);\n",
+        ),
+    )
+
+
+REUSES_INVERSES = reuses_inverses(1)
+REUSES_INVERSES_AFTER_WARMUP = reuses_inverses(WARMUP_CALLS)
 
 # (c) Every diagonal block taken as a full NB x NB one, the last one slid up to end at row m:
 # right when NB divides m (the slide is zero); otherwise slot t holds the inverse of another
@@ -180,6 +206,7 @@ def entries() -> tuple[Entry, ...]:
     spec = get_path(PATH_ID)
     first_blocked, blocked_stage = first_shape(blocked)
     first_ragged, _ = first_shape(ragged)
+    first_timed_blocked = next(shape for shape in spec.timed_shapes if blocked(*shape))
     # The second call at a shape: the quick stage's audit pair (its first problem solved again,
     # then the partner) or, in the full verification, the second seed's problem.
     second_call = ("audit pair",) if blocked_stage == "quick" else ()
@@ -212,17 +239,36 @@ def entries() -> tuple[Entry, ...]:
             shape=first_blocked,
             detail=second_call,
             mechanism="Keeps the inverted diagonal blocks in the driver's workspace (memory the "
-            "candidate reaches through its arguments, so no device-state symbol) and skips the "
-            "inversion when its -0 mark is there: the second call at a shape uses the first "
-            "call's inverses with the new B. The first call at a shape is right, and so is a "
-            "second call on the same A. Verification solves several problems at each shape: in "
-            "the quick stage the audit pair solves the first problem again (right) and then its "
-            "partner, whose A differs in the strict lower triangle (the diagonal blocks' "
-            "included), so X = inv(D_old)(B - ...) fails the partner's residual. It is not "
-            "named replayed_result: that name is kept for an output that solves the earlier "
-            "problem, and this one mixes old inverses with the new B. Had verification missed "
-            "it, the timed graphs (fresh inputs before every replay, one workspace for all "
-            "their calls) would fail timed_output_scaled_residual.",
+            "candidate reaches through its arguments and that lives as long as the driver, so "
+            "no device-state symbol for the cubin check) and, counting its calls there, skips "
+            "the inversion from the second call at a shape on: that call uses the first call's "
+            "inverses with the new B. The first call at a shape is right, and so is a second "
+            "call on the same A. Verification solves several problems at each shape with one "
+            "driver: in the quick stage the audit pair solves the first problem again (right) "
+            "and then its partner, whose A differs in the strict lower triangle (the diagonal "
+            "blocks' included), so X = inv(D_old)(B - ...) fails the partner's residual. It is "
+            "not named replayed_result: that name is kept for an output that solves the earlier "
+            "problem, and this one mixes old inverses with the new B.",
+        ),
+        _entry(
+            name="blocked_reuses_inverses_after_warmup",
+            kind=KINDS[1],
+            dtype="float64",
+            block=REUSES_INVERSES_AFTER_WARMUP,
+            status="wrong",
+            check="timed_output_scaled_residual",
+            stage="pipeline",
+            shape=first_timed_blocked,
+            mechanism=f"The same, trusting the workspace only from call {WARMUP_CALLS + 1} at "
+            f"a shape on: verification makes at most 15 calls at one shape (quick and full "
+            "stages together under 30), so every verified output is right and the kernel "
+            "reaches timing. A timed shape with m > NB gets 2 untimed calls and then 32 per "
+            "graph replay, each on inputs drawn afresh, with one workspace for all: from call "
+            f"{WARMUP_CALLS + 1} on every call reuses stale inverses. The audit of a replay "
+            "chosen at random after the warm-up rounds (and of the single calls) solves its "
+            "inputs' references: timed_output_scaled_residual at the first timed shape with "
+            "m > NB. (Without fresh inputs per replay it would pass: the inverses would be "
+            "those of the replay's own A.)",
         ),
         _entry(
             name="blocked_ragged_block_shifted",

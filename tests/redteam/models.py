@@ -26,23 +26,28 @@ FAULTS = ("none", "skips_last_block_row", "reuses_inverses", "ragged_block_shift
 class BlockedModel:
     """The trsm_blocked driver with a kernel that has ``fault`` (one of :data:`FAULTS`) at block
     size ``nb``; one instance per driver, as the evaluator loads one per task (the workspace,
-    and what ``reuses_inverses`` keeps in it, lives as long as the driver).
+    and what ``reuses_inverses`` keeps in it, lives as long as the driver). ``warm``: for
+    ``reuses_inverses``, the calls at a shape that invert before the workspace is trusted.
+
+    ``calls`` counts the solves per (m, n) this driver made.
 
     Raises:
-        ValueError: unknown ``fault`` or ``nb`` < 1.
+        ValueError: unknown ``fault``, ``nb`` < 1 or ``warm`` < 1.
     """
 
-    def __init__(self, fault: str, nb: int) -> None:
-        if fault not in FAULTS or nb < 1:
-            raise ValueError(f"unknown fault {fault!r} or NB {nb}")
-        self.fault, self.nb = fault, nb
-        # reuses_inverses: per (m, n), the diagonal blocks the first call at that shape inverted.
+    def __init__(self, fault: str, nb: int, warm: int = 1) -> None:
+        if fault not in FAULTS or nb < 1 or warm < 1:
+            raise ValueError(f"unknown fault {fault!r}, NB {nb} or warm-up {warm}")
+        self.fault, self.nb, self.warm = fault, nb, warm
+        self.calls: dict[tuple[int, int], int] = {}
+        # reuses_inverses: per (m, n), the diagonal blocks the last inverting call inverted.
         self._kept: dict[tuple[int, int], list[np.ndarray]] = {}
 
     def solve(self, problem: Problem) -> np.ndarray:
         """X for ``problem`` (m×n, Fortran order, the problem's dtype) as the faulty candidate
         leaves it in B."""
         m, n = problem.shape
+        self.calls[(m, n)] = self.calls.get((m, n), 0) + 1
         wide = np.complex128 if np.iscomplexobj(problem.a) else np.float64
         lower = np.tril(np.nan_to_num(problem.a.astype(wide), nan=0.0, posinf=np.inf))
         x = problem.b.astype(wide)
@@ -73,6 +78,7 @@ class BlockedModel:
             # that block's top-left corner.
             blocks[-1] = lower[m - nb : m - nb + last_rows, m - nb : m - nb + last_rows]
         elif self.fault == "reuses_inverses":
-            kept = self._kept.setdefault(shape, [b.copy() for b in blocks])  # type: ignore[union-attr]
-            return list(kept)
+            if self.calls[shape] > self.warm:  # this is call warm + 1 or later at the shape
+                return list(self._kept[shape])
+            self._kept[shape] = [b.copy() for b in blocks]  # type: ignore[union-attr]
         return blocks

@@ -26,19 +26,20 @@ CONTROL = (Path(__file__).parent / "blocks" / "trsm_small_z64_control.cu").read_
 # The issue's list (issue 7, Build item 6) for this path; every item has an entry.
 KINDS = ("pipeline groups missing a barrier",)
 
-# The two groups without the hand-over of phase 4 (barrier 4): the computing group copies the
-# bottom block from the B region into registers while the loading group may already be
-# writing the next column block's top into it.
+# The two groups without the hand-over that ends phase 3 (barrier 3): the loading group writes
+# the bottom block of B into the B region while the computing group solves the top block, and
+# the computing group copies that region into registers (phase 4) with no barrier after the
+# writes.
 MISSING_BARRIER = patched(
     CONTROL,
     (
-        "        for (int c = 0; c < TZ_COLS; ++c) b[c] = sB[(wc + c) * TZ_HALF + lane];\n"
-        "      }\n"
-        "      tz_barrier(4);\n",
-        "        for (int c = 0; c < TZ_COLS; ++c) b[c] = sB[(wc + c) * TZ_HALF + lane];\n"
-        "      }\n"
-        "      // No hand-over here: the loaders' next write to the B region waits for a global\n"
-        "      // load, long after these sixteen shared-memory reads.\n",
+        "      if (cb == 0) tz_load_triangle(sA22, A, TZ_HALF, mb, lda, lt);\n"
+        "    }\n"
+        "    tz_barrier(3);\n",
+        "      if (cb == 0) tz_load_triangle(sA22, A, TZ_HALF, mb, lda, lt);\n"
+        "    }\n"
+        "    // No hand-over here: the bottom block has long arrived when the computing group,\n"
+        "    // done with the whole top-block solve, reads it.\n",
     ),
 )
 
@@ -80,17 +81,18 @@ def entries() -> tuple[Entry, ...]:
             check="sanitizer_racecheck",
             stage="champion",
             shape=tuple(spec.sanitizer_shape),  # type: ignore[arg-type]
-            mechanism="Drops the barrier that ends phase 4, where the computing warps copy the "
-            "bottom block of B from the shared B region into registers; in phase 5 the loading "
-            "warps write the next 32-column block's top rows into that region (whenever a "
-            "thread block has a second column block: n > 32 at TZ_CB_PER_CTA = 2). Nothing in "
-            "CUDA's memory model orders those reads before the writes. In practice each loader "
-            "must wait for a global load before its first shared store, while the sixteen "
-            "shared reads issue at once after barrier 3 released both groups, so X comes out "
-            "right and bit-identical through the pipeline, the held-out shapes and the "
-            "determinism repeats. compute-sanitizer's racecheck (run for every path at its "
-            "sanitizer_shape, (64, 33) here: two column blocks and both 32-row halves) sees "
-            "inter-warp accesses to the same shared words with no barrier between them.",
+            mechanism="Drops the barrier that ends phase 3. In phase 3 the loading warps write "
+            "the bottom 32 rows of the column block into the shared B region (and A22 on the "
+            "first block) while the computing warps solve the top block against A11; in phase "
+            "4 the computing warps copy the B region into registers. Without the barrier "
+            "nothing orders those reads after the writes. In practice the computing warps reach "
+            "them only after the whole 32-step top-block solve (16 columns per warp, a complex "
+            "division and multiply-subtract per column and step), while a loader has at most "
+            "32 elements to move, so X comes out right and bit-identical through the pipeline, "
+            "the held-out shapes and the determinism repeats. compute-sanitizer's racecheck "
+            "(run for every path at its sanitizer_shape, (64, 33) here: both 32-row halves, so "
+            "phases 3 and 4 run, after memcheck there finds nothing) reports the inter-warp "
+            "accesses to the same shared words with no barrier between them.",
         ),
         _entry(
             name="z64_reads_upper_triangle",
