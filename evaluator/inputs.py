@@ -4,11 +4,24 @@ Bounded growth (the default): diagonal magnitudes uniform in [1, 2] (random sign
 for complex), off-diagonals uniform in [-1, 1]/sqrt(m). With off-diagonals of that size the
 solution of A·X = B stays O(1), so an error in any single row of X is visible against the
 reference. The badly conditioned "growth" case takes diagonal magnitudes in [0.5, 1] and leaves
-the off-diagonals unscaled in [-1, 1]: at m = 64, X then grows by about 1e5–1e6 down the rows
-(still finite in float32). That is the situation of ggml's SOLVE_TRI tests, where a residual
-check passes a kernel that never computed the small rows; here the per-row criterion decides.
+the off-diagonals unscaled in [-1, 1] up to m = 64 (``GROWTH_FULL_M``): at m = 64, X then grows
+by about 1e5–1e6 down the rows (still finite in float32). That is the situation of ggml's
+SOLVE_TRI tests, where a residual check passes a kernel that never computed the small rows; here
+the per-row criterion decides. Past m = 64 unscaled off-diagonals would overflow X (1e45 at
+m = 512, beyond float32; 1e88 at m = 1000), so there they are scaled by sqrt(64/m), the spread
+they have at m = 64: X then stays below ~1e10 up to m = 8192 (1-norm condition numbers 1e12–1e13
+by LAPACK's DTRCON), ill-conditioned and finite in every dtype. m ≤ 64 draws exactly as before.
 
-The strict upper triangle of A is filled with NaN: TRSM must never read it.
+Two more kinds for paths judged by LAPACK's backward-error ratio (``trsm_blocked``:
+``evaluator.checks.lapack_ratio``; a path lists its kinds in ``PathSpec.verify_kinds``):
+``ill_conditioned``, off-diagonals ``ILL_CONDITIONED_ALPHA``/sqrt(m) with diagonal magnitudes in
+[1, 2] (κ₁ 1e8 at m = 128 to 2e11 at m = 8192, X up to ~1e7), and ``graded``, a bounded A whose
+rows are scaled by factors log-uniform over ``GRADED_DECADES`` decades (the diagonal graded over
+that many orders of magnitude; X up to ~10^decades). Both keep B uniform in [-1, 1].
+
+The strict upper triangle of A is filled with NaN in every problem built here (and in every
+problem built from these: scaled, containment, audit pairs, metamorphic relations, the timed
+sets): TRSM must never read it. ``tests/test_inputs.py`` checks each builder.
 
 Issue 6 part 3 adds inputs on which a kernel right on the drawn problems can still be wrong
 (each built from a bounded problem, so X stays O(1)): the same problem scaled by a power of two
@@ -165,27 +178,61 @@ TRAP_ROW_EXPONENTS: dict[str, tuple[int, int]] = {
     "complex64": (-20, 12),
     "complex128": (-135, 100),
 }
-_KIND_STREAM = {"bounded": 0, "growth": 1, "trap": 2}
+# The growth case's off-diagonals are unscaled in [-1, 1] up to this m and scaled by
+# sqrt(GROWTH_FULL_M / m) above it, so that X stays finite (module docstring).
+GROWTH_FULL_M = 64
+# ``ill_conditioned``: off-diagonals uniform in [-1, 1]·ALPHA/sqrt(m), diagonal magnitudes in
+# [1, 2]. ALPHA = 1 is the bounded case (κ₂ ≈ 3); the condition number grows with ALPHA and, past
+# about 12, with m: measured with DTRCON (1-norm) at ALPHA = 14, 8e7 (m = 128), 1e10 (1024),
+# 1.7e11 (4096), 2.2e11 (8192), with max |X| 3e4, 2.5e6, 1e7, 1.6e7 for B uniform in [-1, 1].
+# Substitution and the inversion-based blocked solve of trsm_blocked's seed (NB 128-512) give
+# LAPACK ratios below 0.1 there in float32 and float64 (tests/test_lapack_ratio.py).
+ILL_CONDITIONED_ALPHA = 14.0
+# ``graded``: each row of a bounded A multiplied by 10^(-t), t uniform in [0, decades], so the
+# diagonal spans that many orders of magnitude and X up to ~10^decades: within float32's normal
+# range with room (6 decades) and far past float32's precision in the double dtypes (12).
+GRADED_DECADES: dict[str, int] = {
+    "float32": 6,
+    "float64": 12,
+    "complex64": 6,
+    "complex128": 12,
+}
+KINDS: tuple[str, ...] = ("bounded", "growth", "trap", "ill_conditioned", "graded")
+# Kinds on which only a backward-error measure is a fair judge of an inversion-based blocked
+# solve (evaluator.checks.accuracy.check_solution_lapack skips the forward error there).
+BACKWARD_ERROR_ONLY_KINDS: tuple[str, ...] = ("ill_conditioned", "graded")
+_KIND_STREAM = {"bounded": 0, "growth": 1, "trap": 2, "ill_conditioned": 3, "graded": 4}
+
+
+def _off_diagonal_scale(kind: str, m: int) -> float:
+    """The factor on the off-diagonals' uniform [-1, 1] draws for ``kind`` at order ``m``."""
+    if kind == "growth":
+        return min(1.0, float(np.sqrt(GROWTH_FULL_M / m)))
+    if kind == "ill_conditioned":
+        return ILL_CONDITIONED_ALPHA / float(np.sqrt(m))
+    return 1.0 / float(np.sqrt(m))
 
 
 def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -> Problem:
-    """A fresh random problem of shape (m, n) in ``dtype``; ``kind`` is bounded, growth or trap.
+    """A fresh random problem of shape (m, n) in ``dtype``; ``kind`` is one of ``KINDS``:
+    bounded, growth, trap, ill_conditioned or graded (module docstring). The strict upper
+    triangle of A is NaN.
 
     ``trap``: a bounded problem (drawn from a stream of its own) whose rows are scaled by powers
     of two, a third each by 2^lo, 1 and 2^hi of ``TRAP_ROW_EXPONENTS[dtype]`` in random order;
-    X is exactly the bounded problem's.
+    X is exactly the bounded problem's. ``graded``: a bounded problem (a stream of its own)
+    whose rows of A, not of B, are scaled by 10^(-t), t uniform in [0, GRADED_DECADES[dtype]].
 
     Raises:
         ValueError: unknown ``kind``.
         KeyError: unknown ``dtype``.
     """
-    if kind not in ("bounded", "growth", "trap"):
+    if kind not in KINDS:
         raise ValueError(f"unknown problem kind {kind!r}")
     np_dtype = NUMPY_DTYPES[dtype]
     complex_ = np.issubdtype(np_dtype, np.complexfloating)
     rng = np.random.default_rng([seed, m, n, _KIND_STREAM[kind]])
-    scale = 1.0 if kind == "growth" else 1.0 / np.sqrt(m)
-    a = np.tril(_uniform(rng, (m, m), complex_) * scale, -1)
+    a = np.tril(_uniform(rng, (m, m), complex_) * _off_diagonal_scale(kind, m), -1)
     magnitude = rng.uniform(0.5, 1.0, m) if kind == "growth" else rng.uniform(1.0, 2.0, m)
     phase = np.exp(2j * np.pi * rng.uniform(0, 1, m)) if complex_ else rng.choice([-1.0, 1.0], m)
     a[np.diag_indices(m)] = magnitude * phase
@@ -195,6 +242,8 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
         low, high = TRAP_ROW_EXPONENTS[dtype]
         rows = rng.permutation(np.resize([low, 0, high], m))[:, None]
         a, b = _ldexp(a, rows), _ldexp(b, rows)
+    if kind == "graded":
+        a = a * 10.0 ** -rng.uniform(0, GRADED_DECADES[dtype], m)[:, None]
     return Problem(np.asfortranarray(a, np_dtype), np.asfortranarray(b, np_dtype), kind, seed)
 
 

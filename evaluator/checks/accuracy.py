@@ -15,6 +15,12 @@ Two criteria, both must hold:
    division, and the reference's own rounding. The bound follows each row's conditioning, so it
    stays sharp on well-conditioned rows: a kernel that zeroes or skips a row has relative error
    1 there, far past the bound, even when X grows so fast that the residual cannot see it.
+
+Criterion 1 is the LAPACK ratio divided by 2m (m·ε with ε = 2u, where DTRT02 divides by u
+alone), as ``trsm_small``'s contract has it since issue 1. ``trsm_blocked`` (m up to 16384) is
+judged by :func:`check_solution_lapack` instead: LAPACK's ratio exactly
+(:mod:`evaluator.checks.lapack_ratio`, check ``lapack_ratio``) on the GPU at every size, then
+both criteria above where the host reference is affordable and fair.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from evaluator.checks.integrity import check_finite
-from evaluator.inputs import Problem
+from evaluator.checks.lapack_ratio import CHECK_NAME as LAPACK_RATIO
+from evaluator.checks.lapack_ratio import check_lapack_ratio, device_module
+from evaluator.inputs import BACKWARD_ERROR_ONLY_KINDS, Problem
 from evaluator.report import CheckFailure
 
 RESIDUAL_THRESHOLD = 30.0
@@ -120,17 +128,69 @@ def check_solution(problem: Problem, x: np.ndarray) -> CheckFailure | None:
     return (forward or residual) if problem.kind == "trap" else (residual or forward)
 
 
+# The largest m at which the host reference (X and |A^-1|·|A|·|X| in float64/complex128, O(m³)
+# for the inverse) is computed per output: about 0.1 s on one core at m = 1024 (the GPU worker's
+# BLAS runs on one thread, evaluator.child_env), 8 times that at 2048. Above it only device-side
+# checks judge an output, and the verification's host-reference extras (scaled inputs,
+# metamorphic relations: evaluator.gpu_tasks) are not run at that shape.
+HOST_REFERENCE_MAX_M = 1024
+
+
+def check_solution_lapack(problem: Problem, x: np.ndarray) -> CheckFailure | None:
+    """``trsm_blocked``'s check of one output X (m×n, Fortran order): finite
+    (``non_finite_output``), then LAPACK's xTRT02 ratio below 30 in every column
+    (``lapack_ratio``, :mod:`evaluator.checks.lapack_ratio`), computed on the GPU when this
+    process has one; then, where the host reference is affordable (m ≤
+    ``HOST_REFERENCE_MAX_M``) and the inputs are not ill-conditioned on purpose
+    (``inputs.BACKWARD_ERROR_ONLY_KINDS``), everything :func:`check_solution` checks
+    (``scaled_residual``, per-row ``forward_error``).
+
+    Why both. The normwise ratio cannot see a small error confined to a few rows of a tall X:
+    one row wrong by a relative δ moves it by about δ/(m·u), so at m = 16384 in float32 a row
+    off by 3 % is not seen; the per-row forward error sees it, but needs the inverse of A on
+    the host, and its bound assumes a componentwise backward-stable solve, which a blocked solve
+    through explicitly inverted diagonal blocks is not (its residual grows with the condition of
+    the blocks: J. J. Du Croz and N. J. Higham, IMA J. Numer. Anal. 12 (1992) 1-19). So the
+    ratio judges every output at every size and kind, the forward error the outputs where it
+    is both affordable and fair. On the trap (kind ``trap``) the forward error comes first, as
+    in :func:`check_solution`, so a float64 kernel that solves in float32 fails as
+    ``forward_error``.
+    """
+    m, n = problem.shape
+    if failure := check_finite(x, (m, n)):
+        return failure
+    host = m <= HOST_REFERENCE_MAX_M and problem.kind not in BACKWARD_ERROR_ONLY_KINDS
+    if host and problem.kind == "trap" and (failure := check_solution(problem, x)):
+        return failure
+    if failure := check_lapack_ratio(problem.a, problem.b, x, device_module()):
+        return failure
+    return check_solution(problem, x) if host else None
+
+
 SolutionCheck = Callable[[Problem, np.ndarray], "CheckFailure | None"]
 """``(problem, x) -> failure or None``: every numerical check on one output X of ``problem``."""
 
 # The checks a path's spec may name as its ``reference_check`` (seeds.spec.PathSpec): the
 # name is the spec's, the code the evaluator's, since ``seeds`` imports nothing of ours.
-SOLUTION_CHECKS: dict[str, SolutionCheck] = {"host_reference": check_solution}
+SOLUTION_CHECKS: dict[str, SolutionCheck] = {
+    "host_reference": check_solution,
+    "lapack_ratio": check_solution_lapack,
+}
+# The names of the checks each reference check runs beyond those every report that is ok has
+# run (``evaluator.certificate.PIPELINE_CHECKS``, which hold ``scaled_residual`` and
+# ``forward_error``): a passing report lists them in ``checks_run``, so its certificate states
+# them (``evaluator.pipeline``).
+ADDED_CHECK_NAMES: dict[str, tuple[str, ...]] = {
+    "host_reference": (),
+    "lapack_ratio": (LAPACK_RATIO,),
+}
 
 
 def solution_check(name: str) -> SolutionCheck:
-    """The check a path's spec names (``PathSpec.reference_check``), e.g. ``"host_reference"``:
-    :func:`check_solution`, against a float64/complex128 reference computed on the host.
+    """The check a path's spec names (``PathSpec.reference_check``): ``"host_reference"``,
+    :func:`check_solution`, against a float64/complex128 reference computed on the host;
+    ``"lapack_ratio"``, :func:`check_solution_lapack`, LAPACK's xTRT02 ratio on the GPU at every
+    size plus the host reference where affordable.
 
     Raises:
         ValueError: no check of that name, with the known names.
@@ -140,3 +200,13 @@ def solution_check(name: str) -> SolutionCheck:
     except KeyError:
         known = ", ".join(sorted(SOLUTION_CHECKS))
         raise ValueError(f"unknown reference check {name!r}; known: {known}") from None
+
+
+def added_check_names(name: str) -> tuple[str, ...]:
+    """:data:`ADDED_CHECK_NAMES` of the reference check ``name`` (``()`` for one without).
+
+    Raises:
+        ValueError: no check of that name, with the known names.
+    """
+    solution_check(name)
+    return ADDED_CHECK_NAMES.get(name, ())
