@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 
 from api.settings import ApiSettings
@@ -143,13 +144,21 @@ def require_write(principal: Annotated[Principal, Depends(authenticate)]) -> Pri
     return _require(principal, Scope.WRITE)
 
 
-def kernels_access(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal | None:
+def _bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
+    """The request's bearer credentials read as ``HTTPBearer(auto_error=False)`` reads them
+    (another scheme, or none, is ``None``), without declaring the scheme in the OpenAPI
+    document."""
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("Authorization"))
+    if scheme.lower() != "bearer" or not credentials:
+        return None
+    return HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials)
+
+
+def kernels_access(request: Request) -> Principal | None:
     """The champion routes' access (best kernel, manifest): open by default, the request's
     credentials not even read (``None``); with ``KERNEVO_API_KERNELS_REQUIRE_READ=true`` a
-    ``read`` token, as ``require_read``.
+    ``read`` token, as ``require_read``. The OpenAPI document shows these routes open (no
+    security requirement), as they are by default.
 
     Raises:
         HTTPException: 401 when a token is required and missing, unknown or revoked.
@@ -157,7 +166,7 @@ def kernels_access(
     settings: ApiSettings = request.app.state.settings
     if not settings.api_kernels_require_read:
         return None
-    return authenticate(request, credentials)
+    return authenticate(request, _bearer_credentials(request))
 
 
 # Route dependencies, one per access level; every route takes exactly one (tests/test_api_scopes

@@ -29,6 +29,10 @@ router = APIRouter(
     prefix="/v1/jobs", tags=["jobs"], dependencies=[ReadScope], responses=READ_ERRORS
 )
 
+# Path and dtype filters are identifiers (``trsm_small``, ``complex128``): anything else matches
+# no job, and a NUL would not even reach PostgreSQL (its text cannot hold one: a 500).
+NAME = r"^[A-Za-z0-9_.-]+$"
+
 
 def _queue_gpu_key(body: JobCreate) -> str:
     """The GPU key workers must have: ``none`` for a compile-only job, ``any`` when no GPU is
@@ -93,8 +97,12 @@ def jobs(
     s: SessionDep,
     response: Response,
     state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
-    path: Annotated[str | None, Query(max_length=64, description="only this path's")] = None,
-    dtype: Annotated[str | None, Query(max_length=16, description="only this dtype's")] = None,
+    path: Annotated[
+        str | None, Query(max_length=64, pattern=NAME, description="only this path's")
+    ] = None,
+    dtype: Annotated[
+        str | None, Query(max_length=16, pattern=NAME, description="only this dtype's")
+    ] = None,
     gpu: Annotated[
         str | None, Query(max_length=256, description="only this GPU's (name or key; none)")
     ] = None,
