@@ -26,6 +26,7 @@ router = APIRouter(include_in_schema=False)
 ASSETS: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
     "api.js": "text/javascript; charset=utf-8",
     "format.js": "text/javascript; charset=utf-8",
     "plot.js": "text/javascript; charset=utf-8",

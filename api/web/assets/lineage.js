@@ -71,7 +71,7 @@ export function renderTree(container, lineage, selectedId, onSelect) {
 
 function diffLines(text) {
   const pre = el("pre", { class: "diff" });
-  for (const line of text.split("\n")) {
+  for (const line of text.replace(/\n$/, "").split("\n")) {
     let cls = "ctx";
     if (line.startsWith("+++") || line.startsWith("---")) cls = "meta";
     else if (line.startsWith("@@")) cls = "hunk";

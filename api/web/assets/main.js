@@ -224,9 +224,10 @@ async function loadVersion() {
   }
 }
 
+// Counts the page's complete loads (data-loads on <body>), for a browser test to wait on.
 async function refreshAll() {
   await Promise.all([loadJobs().then(loadLineage), loadChampions()]);
-  document.body.dataset.loaded = "true";
+  document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
 }
 
 function scheduleRefresh() {
