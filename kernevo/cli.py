@@ -432,12 +432,22 @@ def _error_detail(response: Any) -> str:
     return _one_line(Exception(detail))
 
 
+def _auth_headers() -> dict[str, str]:
+    """``Authorization: Bearer $KERNEVO_API_TOKEN`` when the variable is set (every ``/v1``
+    read but the champions' needs a token), else nothing."""
+    from api.settings import ApiSettings
+
+    token = ApiSettings().token()
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
 def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
-    """GET ``url`` and decode JSON; any failure becomes a one-line ``CliError``."""
+    """GET ``url`` (with ``KERNEVO_API_TOKEN`` as the bearer token when set) and decode JSON;
+    any failure becomes a one-line ``CliError``."""
     import httpx
 
     try:
-        response = httpx.get(url, params=params, timeout=10.0)
+        response = httpx.get(url, params=params, headers=_auth_headers(), timeout=10.0)
     except httpx.HTTPError as error:
         raise CliError(
             f"service at {url} is unreachable ({type(error).__name__}: {error})"
@@ -701,6 +711,82 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- token -------------------------------------------------------------------------------------
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    """Create, list or revoke the API's bearer tokens in the database (``db.tokens``): a new
+    token's secret is printed once, alone on stdout (``T=$(kernevo token create --scope read)``),
+    what it is on stderr; the database keeps only its SHA-256."""
+    from db import tokens
+    from db.session import read_scope, session_scope
+    from db.settings import DatabaseSettings
+    from evolver.store import open_existing_store, open_store
+
+    url = args.database_url or DatabaseSettings().database_url
+    if args.token_command == "list":
+        engine = open_existing_store(url)  # read-only: lists nothing it would have to create
+        try:
+            with read_scope(engine) as s:
+                rows = tokens.list_tokens(s, include_revoked=args.all)
+                listed = [(t.id, t.scope, t.created_at, t.revoked_at, t.name) for t in rows]
+        finally:
+            engine.dispose()
+        if not listed:
+            print("no tokens" if args.all else "no active tokens")
+            return 0
+        print(f"{'id':>4}  {'scope':<5}  {'created (UTC)':<19}  {'revoked (UTC)':<19}  name")
+        for token_id, scope, created, revoked, name in listed:
+            when = "-" if revoked is None else f"{revoked:%Y-%m-%d %H:%M:%S}"
+            print(f"{token_id:>4}  {scope:<5}  {created:%Y-%m-%d %H:%M:%S}  {when:<19}  {name}")
+        return 0
+    engine = open_store(url)  # creating or revoking needs the table: migrate first
+    try:
+        with session_scope(engine) as s:
+            if args.token_command == "create":
+                name = args.name or f"{args.scope} token"
+                row, secret = tokens.create_token(s, scope=args.scope, name=name)
+                token_id, scope, name = row.id, row.scope, row.name
+            else:
+                row = tokens.revoke_token(s, args.id)
+                token_id, name, revoked = row.id, row.name, row.revoked_at
+    finally:
+        engine.dispose()
+    if args.token_command == "create":
+        print(secret)
+        print(
+            f"token {token_id} ({name}, scope {scope}) created: shown only now, the database "
+            "keeps its SHA-256; clients send it as 'Authorization: Bearer <token>'",
+            file=sys.stderr,
+        )
+    else:
+        print(f"token {token_id} ({name}) revoked at {revoked:%Y-%m-%d %H:%M:%S} UTC")
+    return 0
+
+
+def _add_token_commands(commands: Any) -> None:
+    """``kernevo token create|list|revoke``."""
+    token = commands.add_parser("token", help="the API's bearer tokens: create, list, revoke")
+    actions = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
+    create = actions.add_parser("create", help="a new token; its secret is printed once")
+    create.add_argument(
+        "--scope",
+        choices=["read", "write"],
+        required=True,
+        help="read: sources, reports, lineage, jobs; write: also create and cancel jobs",
+    )
+    create.add_argument("--name", type=_text("a token name", 128), help="default: '<scope> token'")
+    listing = actions.add_parser("list", help="the tokens (never their secrets)")
+    listing.add_argument("--all", action="store_true", help="revoked tokens too")
+    revoke = actions.add_parser("revoke", help="refuse a token from now on")
+    revoke.add_argument("id", type=_int_in(1, 2**31 - 1, "a token id"), help="its id (token list)")
+    for action in (create, listing, revoke):
+        action.add_argument(
+            "--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL"
+        )
+        action.set_defaults(func=_cmd_token)
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -801,6 +887,7 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument("-o", "--output", type=_path_arg, required=True, help="lock file to write")
     lock.add_argument("--cache-dir", type=_path_arg, help="default KERNEVO_CACHE_DIR")
     lock.set_defaults(func=_cmd_lock)
+    _add_token_commands(commands)
     return parser
 
 

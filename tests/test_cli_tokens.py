@@ -1,0 +1,106 @@
+"""``kernevo token create|list|revoke``: the secret printed once, the API accepting it with its
+scope, refusing it once revoked; and the CLI sending KERNEVO_API_TOKEN to the service."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from conftest import bearer
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from kernevo.cli import main
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_create_list_revoke_and_the_api_agrees(
+    fresh_database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ("--database-url", fresh_database_url)
+    status, out, err = _run(capsys, "token", "create", "--scope", "read", "--name", "grafana", *db)
+    assert status == 0, err
+    secret = out.strip()
+    assert re.fullmatch(r"kvt_[A-Za-z0-9_-]{43}", secret), out
+    assert err.startswith("token 1 (grafana, scope read) created: shown only now")
+    status, out, _ = _run(capsys, "token", "create", "--scope", "write", *db)
+    writer = out.strip()
+    assert status == 0 and writer != secret
+
+    status, out, _ = _run(capsys, "token", "list", *db)
+    lines = out.splitlines()
+    assert status == 0 and lines[0].split() == ["id", "scope", "created", "(UTC)", "revoked",
+                                                "(UTC)", "name"]  # fmt: skip
+    assert [line.split()[:2] for line in lines[1:]] == [["1", "read"], ["2", "write"]]
+    assert lines[1].endswith("  -                    grafana")
+    assert lines[2].endswith("write token")
+    assert secret not in out and writer not in out
+
+    with TestClient(create_app(fresh_database_url)) as client:
+        assert client.get("/v1/jobs", headers=bearer(secret)).status_code == 200
+        cancel = client.patch("/v1/jobs/1", json={"state": "cancelled"}, headers=bearer(secret))
+        assert cancel.status_code == 403
+        status, out, _ = _run(capsys, "token", "revoke", "1", *db)
+        assert status == 0 and re.fullmatch(r"token 1 \(grafana\) revoked at .* UTC\n", out)
+        assert client.get("/v1/jobs", headers=bearer(secret)).status_code == 401
+        assert client.get("/v1/jobs", headers=bearer(writer)).status_code == 200
+
+    status, out, _ = _run(capsys, "token", "list", *db)
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["2"]
+    status, out, _ = _run(capsys, "token", "list", "--all", *db)
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["1", "2"]
+    revoked_row = out.splitlines()[1].split()
+    assert revoked_row[-1] == "grafana" and re.fullmatch(r"\d{4}-\d\d-\d\d", revoked_row[4])
+
+
+def test_token_errors_are_one_line(
+    fresh_database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = ("--database-url", fresh_database_url)
+    status, out, err = _run(capsys, "token", "revoke", "7", *db)
+    assert (status, out) == (1, "") and err == "kernevo: token 7 not found\n"
+    assert _run(capsys, "token", "list", *db)[1] == "no active tokens\n"
+    assert _run(capsys, "token", "list", "--all", *db)[1] == "no tokens\n"
+    status, _, err = _run(capsys, "token", "create", "--name", "x\tab", "--scope", "read", *db)
+    assert status == 1 and "1..128 printable characters" in err
+    with pytest.raises(SystemExit) as usage:
+        main(["token", "create", "--scope", "admin", *db])
+    assert usage.value.code == 2
+    assert "invalid choice: 'admin'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["token", "revoke", "0", *db])
+    assert usage.value.code == 2
+
+
+def test_token_list_never_creates_a_database(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "none.db"
+    status, out, err = _run(capsys, "token", "list", "--database-url", f"sqlite:///{path}")
+    assert (status, out) == (1, "") and err.count("\n") == 1
+    assert not path.exists()
+
+
+def test_the_cli_sends_kernevo_api_token_to_the_service(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import httpx
+
+    seen: list[dict[str, str]] = []
+
+    def fake_get(url: str, **kwargs: Any) -> httpx.Response:
+        seen.append(dict(kwargs.get("headers") or {}))
+        return httpx.Response(200, json=[], request=httpx.Request("GET", url))
+
+    monkeypatch.setattr(httpx, "get", fake_get)
+    assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "kvt_client")
+    assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
+    assert seen == [{}, {"Authorization": "Bearer kvt_client"}]
+    assert capsys.readouterr().out == "no jobs\nno jobs\n"
