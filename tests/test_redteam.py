@@ -12,6 +12,7 @@ must refuse it with the entry's check at the entry's shape.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from redteam.models import BlockedModel
 
 import evaluator.gpu_tasks as gpu_tasks
 from evaluator.champion import SANITIZER_TOOLS, sanitizer_plan
+from evaluator.checks.accuracy import SOLUTION_CHECKS
 from evaluator.checks.device_state import device_state_failure
 from evaluator.checks.integrity import GUARD_ELEMENTS
 from evaluator.compile import compile_cubin
@@ -211,32 +213,60 @@ BLOCKED_MODELS = {
 }
 
 
-def _verify_as_the_pipeline(fault: str, warm: int, dtype: str, monkeypatch, check=None):
-    """The first failure of the quick check and then the full verification of trsm_blocked (its
-    spec's shapes, in the pipeline's order and seeds' count) on :class:`BlockedModel`, each
-    stage with a driver of its own as the GPU worker loads one per task; and those drivers.
-    ``check``: the per-output check (None: the path's, the evaluator's default)."""
+# The reference checks the model tests run under: the spec's, and every other one the evaluator
+# has and the corpus knows (the path is moving to LAPACK's ratio: its entries must be refused
+# under either, by the name ACCURACY_CHECKS gives).
+REFERENCE_CHECKS = sorted(set(SOLUTION_CHECKS) & set(blocked.ACCURACY_CHECKS))
+
+
+def _verify_as_the_pipeline(
+    fault: str, warm: int, dtype: str, monkeypatch, reference_check: str | None = None
+):
+    """The first failure (a dict, as the worker returns it; None when none) of trsm_blocked's
+    quick check and then of its full verification, run by the GPU worker's own task code
+    (``evaluator.gpu_tasks.run``: the spec's reference check, the spec's shapes and whatever
+    inputs ``verify`` builds for them) on :class:`BlockedModel` as the driver, each task with a
+    driver of its own as the worker loads one per task; and those drivers. The full task is run
+    as a ``check`` task with the full verification's shapes, seeds and growth (a ``full`` task
+    would go on to time on the GPU). ``reference_check``: the spec's, or the one named."""
     spec = get_path(blocked.PATH_ID)
-    monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
-    kwargs = {} if check is None else {"check": check}
-    models = [BlockedModel(fault, blocked.NB, warm)]
-    failure, _ = gpu_tasks.verify(models[0], dtype, list(spec.quick_shapes), [101], False, **kwargs)
-    if failure is None:
+    if reference_check is not None:
+        spec = dataclasses.replace(spec, reference_check=reference_check)
+        monkeypatch.setattr(gpu_tasks, "get_path", lambda path_id: spec)
+    models: list[BlockedModel] = []
+
+    def driver(self, cubin, dtype):
         models.append(BlockedModel(fault, blocked.NB, warm))
-        seeds = list(range(201, 201 + VERIFY_SEED_COUNT))
-        shapes = list(spec.verify_shapes)
-        failure, _ = gpu_tasks.verify(models[1], dtype, shapes, seeds, True, **kwargs)
+        return models[-1]
+
+    monkeypatch.setattr(type(spec), "driver", driver)
+    monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
+    task = {"kind": "check", "cubin": b"", "path_id": spec.path_id, "dtype": dtype}
+    quick = {"shapes": list(spec.quick_shapes), "seeds": [101], "growth": False}
+    seeds = list(range(201, 201 + VERIFY_SEED_COUNT))
+    full = {"shapes": list(spec.verify_shapes), "seeds": seeds, "growth": True}
+    failure = gpu_tasks.run({**task, **quick})["failure"]
+    if failure is None:
+        failure = gpu_tasks.run({**task, **full})["failure"]
     return failure, models
 
 
+@pytest.mark.parametrize("reference_check", REFERENCE_CHECKS)
 @pytest.mark.parametrize("name", sorted(BLOCKED_MODELS))
-def test_the_evaluator_refuses_the_modelled_blocked_fault_where_the_entry_says(name, monkeypatch):
+def test_the_evaluator_refuses_the_modelled_blocked_fault_where_the_entry_says(
+    name, reference_check, monkeypatch
+):
     entry = next(e for e in ENTRIES if e.name == name)
-    failure, _ = _verify_as_the_pipeline(*BLOCKED_MODELS[name], entry.dtype, monkeypatch)
+    failure, _ = _verify_as_the_pipeline(
+        *BLOCKED_MODELS[name], entry.dtype, monkeypatch, reference_check
+    )
     assert failure is not None, f"{name}: the model passes the verification"
-    assert (failure.check, failure.shape) == (entry.check, entry.shape), failure
+    expected = entry.check.replace(
+        blocked.accuracy_check(), blocked.ACCURACY_CHECKS[reference_check]
+    )
+    assert (failure["check"], tuple(failure["shape"])) == (expected, entry.shape), failure
     for part in entry.detail:
-        assert part in failure.detail, failure.detail
+        assert part in failure["detail"], failure["detail"]
 
 
 def test_the_warmed_up_reuse_passes_verification_and_is_reused_before_the_timing_audit(
@@ -246,16 +276,17 @@ def test_the_warmed_up_reuse_passes_verification_and_is_reused_before_the_timing
     every shape than its warm-up, even if the full stage's driver found the quick stage's
     workspace, as CuPy's pool may hand it over) and be wrong in the replay the timing audits
     (more calls before it than the warm-up: 2 untimed, then ``calls`` per candidate graph and
-    two candidate graphs per warm-up round)."""
+    two candidate graphs per warm-up round). The model is exact until it reuses, so the
+    per-output check is left out here (it is the call count that matters)."""
     import inspect
 
     from evaluator.timing import time_shape
 
     entry = next(e for e in ENTRIES if e.name == "blocked_reuses_inverses_after_warmup")
+    monkeypatch.setattr(gpu_tasks, "solution_check", lambda name: lambda problem, x: None)
     failure, models = _verify_as_the_pipeline(
-        "reuses_inverses", blocked.WARMUP_CALLS, entry.dtype, monkeypatch,
-        check=lambda problem, x: None,
-    )  # fmt: skip
+        "reuses_inverses", blocked.WARMUP_CALLS, entry.dtype, monkeypatch
+    )
     assert failure is None, failure
     quick, full = models
     for shape in full.calls:
@@ -266,16 +297,25 @@ def test_the_warmed_up_reuse_passes_verification_and_is_reused_before_the_timing
     assert entry.shape in get_path(blocked.PATH_ID).timed_shapes and entry.shape[0] > blocked.NB
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
 def test_the_blocked_model_without_a_fault_passes_the_quick_check(dtype, monkeypatch):
     """The control of the model: the refusals above are the faults', not the model's (the quick
     check is where they are refused with the spec's shapes as they are)."""
     spec = get_path(blocked.PATH_ID)
+    monkeypatch.setattr(type(spec), "driver", lambda self, cubin, d: BlockedModel("none", 256))
     monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
-    model = BlockedModel("none", blocked.NB)
-    failure, passed = gpu_tasks.verify(model, dtype, list(spec.quick_shapes), [101], False)
-    assert failure is None, failure
-    assert passed == list(spec.quick_shapes)
+    task = {"kind": "check", "cubin": b"", "path_id": spec.path_id, "dtype": dtype}
+    result = gpu_tasks.run({**task, "shapes": list(spec.quick_shapes), "seeds": [101],
+                            "growth": False})  # fmt: skip
+    assert result["failure"] is None, result["failure"]
+    assert [tuple(s) for s in result["verified_shapes"]] == list(spec.quick_shapes)
+
+
+def test_the_blocked_accuracy_check_is_known_for_the_paths_reference_check():
+    """The expected check of the blocked entries refused for a wrong X follows the path's
+    reference check; a reference check the corpus does not know would leave them expecting a
+    name nothing reports."""
+    assert get_path(blocked.PATH_ID).reference_check in blocked.ACCURACY_CHECKS
 
 
 def test_the_ragged_fault_is_right_when_nb_divides_m():

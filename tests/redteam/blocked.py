@@ -70,6 +70,21 @@ def first_shape(predicate: Callable[[int, int], bool]) -> tuple[tuple[int, int],
     raise LookupError(f"no quick or verification shape of {PATH_ID} satisfies the predicate")
 
 
+# The name an accuracy refusal of a finite X carries under each reference check this path's spec
+# may name (``PathSpec.reference_check``, ``evaluator.checks.accuracy.SOLUTION_CHECKS``): the
+# first residual criterion that check applies (``check_solution``: the scaled residual;
+# ``check_solution_lapack``: LAPACK's ratio, 2m times the scaled residual, before it).
+ACCURACY_CHECKS = {"host_reference": "scaled_residual", "lapack_ratio": "lapack_ratio"}
+
+
+def accuracy_check() -> str:
+    """The check that refuses a wrong, finite X of this path under its current reference check
+    (the reference check's own name where :data:`ACCURACY_CHECKS` does not know it, which
+    ``tests/test_redteam.py`` refuses)."""
+    name = get_path(PATH_ID).reference_check
+    return ACCURACY_CHECKS.get(name, name)
+
+
 def blocked(m: int, n: int) -> bool:
     """The kernel inverts diagonal blocks (and the GEMMs use them) at this shape: m > NB."""
     return m > NB
@@ -210,6 +225,7 @@ def entries() -> tuple[Entry, ...]:
     # The second call at a shape: the quick stage's audit pair (its first problem solved again,
     # then the partner) or, in the full verification, the second seed's problem.
     second_call = ("audit pair",) if blocked_stage == "quick" else ()
+    residual = accuracy_check()
     return (
         _entry(
             name="blocked_skips_last_block_row",
@@ -217,7 +233,7 @@ def entries() -> tuple[Entry, ...]:
             dtype="float32",
             block=SKIPS_LAST_BLOCK_ROW,
             status="wrong",
-            check="scaled_residual",
+            check=residual,
             stage="pipeline",
             shape=first_blocked,
             mechanism="The last diagonal block's substitution loop runs no step, so its slot in "
@@ -225,8 +241,9 @@ def entries() -> tuple[Entry, ...]:
             "GEMM copies B's updated last block row into X unsolved: X_last = B_last - "
             "A_last,<last X_<last instead of inv(D_last) times it. Direct solves (m <= NB, "
             "every fixed case) are right. At the first shape with m > NB the residual of the "
-            "last block row, (I - D_last) X_last, is O(1) against a bound of 30 m eps: "
-            "scaled_residual on its first (bounded) problem.",
+            "last block row, (I - D_last) X_last, is O(1): the path's residual check "
+            "(scaled_residual, bound 30 m eps; or LAPACK's ratio, bound 30 eps) refuses its "
+            "first (bounded) problem.",
         ),
         _entry(
             name="blocked_reuses_inverses",
@@ -234,7 +251,7 @@ def entries() -> tuple[Entry, ...]:
             dtype="float64",
             block=REUSES_INVERSES,
             status="wrong",
-            check="scaled_residual",
+            check=residual,
             stage="pipeline",
             shape=first_blocked,
             detail=second_call,
@@ -246,9 +263,9 @@ def entries() -> tuple[Entry, ...]:
             "call on the same A. Verification solves several problems at each shape with one "
             "driver: in the quick stage the audit pair solves the first problem again (right) "
             "and then its partner, whose A differs in the strict lower triangle (the diagonal "
-            "blocks' included), so X = inv(D_old)(B - ...) fails the partner's residual. It is "
-            "not named replayed_result: that name is kept for an output that solves the earlier "
-            "problem, and this one mixes old inverses with the new B.",
+            "blocks' included), so X = inv(D_old)(B - ...) fails the partner's residual "
+            "check. It is not named replayed_result: that name is kept for an output that "
+            "solves the earlier problem, and this one mixes old inverses with the new B.",
         ),
         _entry(
             name="blocked_reuses_inverses_after_warmup",
@@ -256,7 +273,7 @@ def entries() -> tuple[Entry, ...]:
             dtype="float64",
             block=REUSES_INVERSES_AFTER_WARMUP,
             status="wrong",
-            check="timed_output_scaled_residual",
+            check="timed_output_" + residual,
             stage="pipeline",
             shape=first_timed_blocked,
             mechanism=f"The same, trusting the workspace only from call {WARMUP_CALLS + 1} at "
@@ -266,9 +283,9 @@ def entries() -> tuple[Entry, ...]:
             "graph replay, each on inputs drawn afresh, with one workspace for all: from call "
             f"{WARMUP_CALLS + 1} on every call reuses stale inverses. The audit of a replay "
             "chosen at random after the warm-up rounds (and of the single calls) solves its "
-            "inputs' references: timed_output_scaled_residual at the first timed shape with "
-            "m > NB. (Without fresh inputs per replay it would pass: the inverses would be "
-            "those of the replay's own A.)",
+            "inputs' references: timed_output_ and the path's residual check, at the first "
+            "timed shape with m > NB. (Without fresh inputs per replay it would pass: the "
+            "inverses would be those of the replay's own A.)",
         ),
         _entry(
             name="blocked_ragged_block_shifted",
@@ -276,15 +293,15 @@ def entries() -> tuple[Entry, ...]:
             dtype="complex64",
             block=RAGGED_BLOCK_SHIFTED,
             status="wrong",
-            check="scaled_residual",
+            check=residual,
             stage="pipeline",
             shape=first_ragged,
             mechanism="Takes every diagonal block as a full NB x NB one, the last slid up to "
             "end at row m (the usual way to avoid a short tile). Right when NB divides m, and "
             "at m <= NB (direct solve). When m % NB != 0 the last slot holds the inverse of "
             "A[m-NB:m, m-NB:m], and the driver multiplies its top-left corner, which is the "
-            "inverse of another block than D_last, into the last block row: scaled_residual at "
-            "the first ragged shape with m > NB.",
+            "inverse of another block than D_last, into the last block row: the path's "
+            "residual check refuses the first ragged shape with m > NB.",
         ),
         _entry(
             name="blocked_reads_past_a",
