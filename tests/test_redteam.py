@@ -29,6 +29,7 @@ from evaluator.checks.device_state import device_state_failure
 from evaluator.checks.integrity import GUARD_ELEMENTS
 from evaluator.compile import compile_cubin
 from evaluator.inputs import make_problem
+from evaluator.new_best import memcheck_shapes
 from evaluator.pipeline import NUMERIC_CHECKS, VERIFY_SEED_COUNT, Evaluator
 from evaluator.screen import screen
 from seeds.registry import get_path
@@ -333,15 +334,16 @@ def test_the_ragged_fault_is_right_when_nb_divides_m():
 
 
 def test_the_blocked_memcheck_fault_reaches_past_a_at_the_sanitizer_shape_only_in_the_guard():
-    """``blocked_reads_past_a`` reads up to ROW_GROUPS − 1 rows past each column of a block
-    whose height is not a multiple of ROW_GROUPS: the sanitizer shape must have such a last
-    block (else memcheck sees nothing), and the overrun must stay inside the guard bands that
-    verification and timing put after A (else it would read unmapped memory there)."""
+    """``blocked_reads_past_a`` reads up to NB − (m mod NB) elements past A's end when NB does
+    not divide m: the sanitizer shape must be such an m (else memcheck sees nothing there, and
+    the largest timed shape, memcheck's other one, may be a multiple of NB), and the overrun
+    (at most NB − 1) must stay inside the guard bands verification and timing put after A (else
+    it would read memory that may not be mapped there)."""
     spec = get_path(blocked.PATH_ID)
-    m = spec.sanitizer_shape[0]
-    assert m % blocked.ROW_GROUPS != 0, spec.sanitizer_shape
-    assert blocked.ROW_GROUPS - 1 < GUARD_ELEMENTS
-    assert blocked.NB % blocked.ROW_GROUPS == 0  # so the last block's height is m mod ROW_GROUPS
+    (entry,) = [e for e in ENTRIES if e.name == "blocked_reads_past_a"]
+    assert entry.shape == tuple(spec.sanitizer_shape) == memcheck_shapes(spec)[0]
+    assert spec.sanitizer_shape[0] % blocked.NB != 0, spec.sanitizer_shape
+    assert blocked.NB - 1 < GUARD_ELEMENTS
 
 
 # ---- trsm_small_z64 ----------------------------------------------------------------------------

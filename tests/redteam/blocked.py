@@ -51,8 +51,6 @@ def _define(name: str) -> int:
 
 
 NB = _define("TB_NB")
-# Rows of a diagonal block are dealt to TB_THREADS / TB_IB row groups (the kernel's TB_GROUPS).
-ROW_GROUPS = _define("TB_THREADS") // _define("TB_IB")
 
 
 def first_shape(predicate: Callable[[int, int], bool]) -> tuple[tuple[int, int], str]:
@@ -194,20 +192,15 @@ RAGGED_BLOCK_SHIFTED = patched(
     ),
 )
 
-# (extra) The update loop's row bound rounded up to whole row groups, so that every group runs
-# the same trip count: the rows past the block's last one are read from A (and dropped). Past
-# the last column of A that is past A's end, by up to ROW_GROUPS - 1 elements.
+# (extra) The update loop's row test against the block's height dropped ("the slot has NB
+# rows"): a short last block's columns are read down to row NB - 1 of the slot, past A's last
+# row, and past A's end in its last column, by NB - (m mod NB) elements at most (NB - 1 < the
+# guard bands' 256). Those values feed only rows past the block, which are never stored.
 READS_PAST_A = patched(
     CONTROL,
     (
-        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < mb; ++k) {",
-        "  // Rows in whole row groups: every group runs the same number of rows.\n"
-        "  const int mb_groups = (mb + TB_GROUPS - 1) / TB_GROUPS * TB_GROUPS;\n"
-        "  KV_UNROLL(TB_UNROLL)\n  for (int k = k0; k < mb; ++k) {",
-    ),
-    (
         "        if (row > k && row < mb) y[s] = kv_fms(y[s], dk[row], x);",
-        "        if (row > k && row < mb_groups) y[s] = kv_fms(y[s], dk[row], x);",
+        "        if (row > k) y[s] = kv_fms(y[s], dk[row], x);  // every row of the slot",
     ),
 )
 
@@ -312,15 +305,17 @@ def entries() -> tuple[Entry, ...]:
             check="sanitizer_memcheck",
             stage="new_best",
             shape=tuple(spec.sanitizer_shape),  # type: ignore[arg-type]
-            mechanism="Rounds the update's row bound up to whole row groups (8 at 256 threads "
-            "and IB = 32): when the last block's height is not a multiple of 8 (m % 8 != 0), "
-            "each column of it is read up to 7 rows past its end. Those values feed only rows "
-            "past the block, which are never stored, so X is exactly the seed's; inside A the "
-            "extra rows are the next column's top, and past A's last column they fall in "
-            "verification's and timing's guard bands (256 elements): every run-time check "
-            "passes. compute-sanitizer's memcheck before a new job best, with A allocated at "
-            "exactly m*m elements, reports the reads past A's end at the path's sanitizer "
-            "shape.",
+            mechanism="Drops the update's test of the row against the block's height (the "
+            "slot has NB rows anyway): whenever NB does not divide m, each column of the short "
+            "last block (of the whole matrix at m < NB) is read down to row NB - 1 of the slot, "
+            "past A's last row, and past A's end in its last column, by NB - (m mod NB) "
+            "elements at most. Those values feed only rows past the block, which are never "
+            "stored, so X is exactly the control's; inside A the extra rows are the next "
+            "columns' tops, and past A's last column they fall in verification's and timing's "
+            "guard bands (256 elements, more than NB - 1): every run-time check passes. "
+            "compute-sanitizer's memcheck before a new job best, with A allocated at exactly "
+            "m*m elements, reports the reads past A's end at the path's sanitizer shape, whose "
+            "m is not a multiple of NB.",
         ),
     )
 
