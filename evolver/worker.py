@@ -42,11 +42,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
-
-from sqlalchemy import Engine
+from typing import IO, TYPE_CHECKING, Any
 
 from evolver.errors import WorkerError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 Write = Callable[[str], None]
 
@@ -229,8 +230,8 @@ class Worker:
         problem = self.options.problem()
         if problem is not None:
             raise WorkerError(problem)
-        self.slots = make_slots(self.options)
-        with check_database(self.options.database_url, len(self.slots)):
+        with check_database(self.options.database_url, len(self.options.gpus) or 1):
+            self.slots = make_slots(self.options)
             work_root = _prepare_work_root(self.options.work_dir)
             self._engine = open_store(self.options.database_url)
             devices = (

@@ -170,6 +170,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     }
     overrides: dict[str, Any] = {
         "path": args.path,
+        "bucket": args.bucket,
         "dtype": args.dtype,
         "iterations": args.iterations,
         "gpu": args.gpu,
@@ -593,6 +594,8 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                     "heartbeat_at": j.heartbeat_at.isoformat() if j.heartbeat_at else None,
                     "heartbeat_age_s": live.heartbeat_age_s,
                     "stale": live.stale,
+                    "claimed_by": j.claimed_by,
+                    "attempts": j.attempts,
                 }
                 for j in jobs
                 for live in (liveness(j, now),)
@@ -611,17 +614,27 @@ def _age(seconds: float | None) -> str:
     return f"{int(seconds)}s"
 
 
-def _cmd_jobs(args: argparse.Namespace) -> int:
+def _job_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``kernevo jobs``'s rows: from the service (``--api-url``) or the database."""
     if args.api_url:
         params: dict[str, Any] = {"limit": args.limit}
         if args.state:
             params["state"] = args.state
-        rows = _get_json(f"{args.api_url.rstrip('/')}/v1/jobs", params)
-    else:
-        from db.settings import DatabaseSettings
+        rows: list[dict[str, Any]] = _get_json(f"{args.api_url.rstrip('/')}/v1/jobs", params)
+        return rows
+    from db.settings import DatabaseSettings
 
-        url = args.database_url or DatabaseSettings().database_url
-        rows = _job_rows_from_db(url, args.state, args.limit)
+    url = args.database_url or DatabaseSettings().database_url
+    return _job_rows_from_db(url, args.state, args.limit)
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    rows = _job_rows(args)
+    if rows and args.watch:
+        from evolver.watch import watch_jobs
+
+        watch_jobs(lambda: _job_rows(args), interval_s=args.interval)
+        return 0
     if not rows:
         print("no jobs")
         return 0
@@ -653,6 +666,157 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             "gone; 'kernevo evolve --resume ID' continues it"
         )
     return 0
+
+
+# --- the job queue: worker, cancel, export ---------------------------------------------------
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    """Serve the job queue until SIGTERM or Ctrl-C (``evolver.worker``)."""
+    from db.settings import DatabaseSettings
+    from evolver.progress import ConsoleWriter
+    from evolver.settings import EvolverSettings
+    from evolver.worker import Worker, WorkerOptions
+
+    settings = read_settings(EvolverSettings)
+    gpus = args.gpus or (() if args.compile_only else (settings.gpu,))
+    options = WorkerOptions(
+        database_url=args.database_url or DatabaseSettings().database_url,
+        work_dir=args.work_dir or settings.work_dir,
+        gpus=gpus,
+        compile_only=args.compile_only,
+        heartbeat_s=args.heartbeat_s,
+        grace_s=args.grace_s,
+        poll_s=args.poll_s,
+        max_attempts=args.max_attempts,
+    )
+    problem = options.problem()
+    if problem is not None:
+        args.parser.error(problem)
+    return Worker(options, write=ConsoleWriter()).run()
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a job: through the service with ``--api-url`` (``PATCH /v1/jobs/{id}``, the
+    bearer token from ``KERNEVO_API_TOKEN``), else in the database (``db.queue.cancel_job``)."""
+    if args.api_url:
+        return _cancel_through_service(args.api_url.rstrip("/"), args.job)
+    from db import queue
+    from db.session import session_scope
+    from db.settings import DatabaseSettings
+    from evolver.store import open_store
+
+    engine = open_store(args.database_url or DatabaseSettings().database_url)
+    try:
+        with session_scope(engine) as s:
+            outcome = queue.cancel_job(s, args.job)
+    finally:
+        engine.dispose()
+    if outcome == "already_cancelled":
+        print(f"job {args.job} was already cancelled")
+    else:
+        print(f"job {args.job} cancelled; a running job stops after its iteration in flight")
+    return 0
+
+
+def _cancel_through_service(base: str, job_id: int) -> int:
+    import httpx
+
+    from api.settings import ApiSettings
+
+    token = ApiSettings().token()
+    if token is None:
+        raise CliError("cancel through the service needs KERNEVO_API_TOKEN (the bearer token)")
+    url = f"{base}/v1/jobs/{job_id}"
+    try:
+        response = httpx.patch(
+            url,
+            json={"state": "cancelled"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10.0,
+        )
+    except httpx.HTTPError as error:
+        raise CliError(
+            f"service at {url} is unreachable ({type(error).__name__}: {error})"
+        ) from None
+    if response.status_code >= 400:
+        raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
+    print(f"job {job_id} cancelled; a running job stops after its iteration in flight")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    """Write the champions serving ``--op`` in ``--dtype`` on the GPU as files
+    (``evolver.export``)."""
+    from db.session import read_scope
+    from db.settings import DatabaseSettings
+    from evolver.export import export_champions
+    from evolver.store import open_existing_store
+
+    gpu_key = _gpu_key(args.gpu, args.device)
+    engine = open_existing_store(args.database_url or DatabaseSettings().database_url)
+    try:
+        with read_scope(engine) as s:
+            written = export_champions(
+                s,
+                op=args.op,
+                dtype=args.dtype,
+                gpu_key=gpu_key,
+                out_dir=args.output,
+                path=args.path,
+            )
+    finally:
+        engine.dispose()
+    for item in written:
+        print(
+            f"{item.path} {args.dtype} on {gpu_key} (shape bucket {item.shape_bucket}): program "
+            f"{item.program_id} -> {item.folder}"
+        )
+    return 0
+
+
+def _gpu_key(gpu: str | None, device: int) -> str:
+    """``--gpu`` as a GPU key, or this machine's device ``device``'s key.
+
+    Raises:
+        CliError: no GPU named and none answers, or a name with no letter or digit.
+    """
+    from seeds.hardware import normalize_gpu_name
+
+    if gpu is None:
+        from evolver.errors import NoGpuError
+        from evolver.gpu import query_gpu
+
+        try:
+            gpu = query_gpu(device).key
+        except NoGpuError as error:
+            raise CliError(f"{error}; name the GPU with --gpu (e.g. --gpu nvidia-h200)") from None
+    try:
+        return normalize_gpu_name(gpu)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+
+
+def _gpu_list(text: str) -> tuple[int, ...]:
+    """An argparse type for ``--gpus``: device indices separated by commas (``0,1``)."""
+    parse = _job_int("gpu", "a device index")
+    parts = _text("device indices")(text).split(",")
+    return tuple(parse(part.strip()) for part in parts)
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: seconds in [low, high]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, not {shorten(text)!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"seconds must be {low:g}..{high:g}, not {text}")
+        return value
+
+    return parse
 
 
 # --- keys --------------------------------------------------------------------------------------
@@ -798,6 +962,11 @@ def _parser() -> argparse.ArgumentParser:
     evolve.set_defaults(parser=evolve)  # a value the job configuration refuses: evolve's usage
     evolve.add_argument("--path", type=_path_id, help="algorithmic path, e.g. trsm_small")
     evolve.add_argument("--dtype", type=_dtype, help="float32 | float64 | complex64 | complex128")
+    evolve.add_argument(
+        "--bucket",
+        type=_text("a shape bucket"),
+        help="the path's shape bucket, e.g. m2049_16384 of trsm_blocked (default: its first)",
+    )
     evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
     evolve.add_argument(
         "--iterations",
@@ -874,7 +1043,17 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--limit", type=_count, default=20)
     jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
     jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    jobs.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw with a progress bar per job until none is waiting or running (Ctrl-C ends)",
+    )
+    jobs.add_argument(
+        "--interval", type=_seconds(0.1, 3600), default=2.0, help="--watch's refresh, seconds"
+    )
     jobs.set_defaults(func=_cmd_jobs)
+
+    _add_queue_commands(commands)
 
     keys = commands.add_parser(
         "keys", help="the key signing champions: create the local pair if missing, show it"
@@ -889,6 +1068,71 @@ def _parser() -> argparse.ArgumentParser:
     lock.set_defaults(func=_cmd_lock)
     _add_token_commands(commands)
     return parser
+
+
+def _add_queue_commands(commands: Any) -> None:
+    """The parsers of ``worker``, ``cancel`` and ``export``."""
+    from evolver.worker import (
+        DEFAULT_GRACE_S,
+        DEFAULT_HEARTBEAT_S,
+        DEFAULT_MAX_ATTEMPTS,
+        DEFAULT_POLL_S,
+    )
+
+    worker = commands.add_parser("worker", help="claim queued jobs and run them (one per GPU)")
+    worker.set_defaults(parser=worker, func=_cmd_worker)
+    worker.add_argument(
+        "--gpus", type=_gpu_list, help="device indices, e.g. 0,1 (default KERNEVO_GPU or 0)"
+    )
+    worker.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="no GPU: run compile-only jobs, evaluations stop after compiling (CI)",
+    )
+    worker.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    worker.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
+    for name, default, high, meaning in (
+        ("heartbeat-s", DEFAULT_HEARTBEAT_S, 3600, "seconds between heartbeats"),
+        ("grace-s", DEFAULT_GRACE_S, 86400, "a job with an older heartbeat is requeued"),
+        ("poll-s", DEFAULT_POLL_S, 3600, "seconds between looks at the queue"),
+    ):
+        worker.add_argument(
+            f"--{name}",
+            type=_seconds(0.1, high),
+            default=default,
+            help=f"{meaning} (default {default:g})",
+        )
+    worker.add_argument(
+        "--max-attempts",
+        type=_int_in(1, 1000, "a number of attempts"),
+        default=DEFAULT_MAX_ATTEMPTS,
+        help=f"claims of a job whose workers died before it fails ({DEFAULT_MAX_ATTEMPTS})",
+    )
+
+    cancel = commands.add_parser("cancel", help="cancel a job (queued or running)")
+    cancel.add_argument("job", type=_job_id, metavar="JOB", help="job id")
+    cancel.add_argument("--api-url", type=_url, help="cancel through the service (token needed)")
+    cancel.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    cancel.set_defaults(func=_cmd_cancel)
+
+    export = commands.add_parser(
+        "export", help="write a champion's source, cubin, signature and reports as files"
+    )
+    export.add_argument("--op", type=_op, default="trsm")
+    export.add_argument("--dtype", type=_dtype, required=True)
+    export.add_argument(
+        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
+    )
+    export.add_argument(
+        "--device",
+        type=_job_int("gpu", "a device index"),
+        default=0,
+        help="device asked when --gpu is unset",
+    )
+    export.add_argument("--path", type=_path_id, help="only this path's champion")
+    export.add_argument("-o", "--output", type=_path_arg, required=True, help="folder to write")
+    export.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
+    export.set_defaults(func=_cmd_export)
 
 
 def _path_arg(text: str) -> Any:

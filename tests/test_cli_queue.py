@@ -1,0 +1,325 @@
+"""``kernevo cancel``, ``kernevo export``, ``kernevo jobs --watch`` and ``kernevo worker``'s
+refusals: what they write, and one line on stderr for every error."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from sqlalchemy import Engine
+
+from db import queue
+from db import repository as repo
+from db.session import make_engine, session_scope
+from kernevo.cli import main
+
+if TYPE_CHECKING:
+    from conftest import Seeded
+
+H200 = "nvidia-h200"
+
+
+@pytest.fixture
+def engine(fresh_database_url: str) -> Iterator[Engine]:
+    engine = make_engine(fresh_database_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _enqueue(engine: Engine, iterations: int = 10) -> int:
+    with session_scope(engine) as s:
+        return queue.enqueue_job(
+            s,
+            path="trsm_small",
+            dtype="float64",
+            gpu_key=queue.NO_GPU,
+            shape_bucket="m64n64",
+            config={"path": "trsm_small", "dtype": "float64", "iterations": iterations},
+        ).id
+
+
+# --- cancel -----------------------------------------------------------------------------------
+
+
+def test_cancel_a_queued_job_then_again(
+    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
+) -> None:
+    job_id = _enqueue(engine)
+    code, out, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
+    assert (code, err) == (0, "")
+    assert out == f"job {job_id} cancelled; a running job stops after its iteration in flight\n"
+    with session_scope(engine) as s:
+        assert repo.get_job(s, job_id).state == "cancelled"
+    code, out, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
+    assert (code, out, err) == (0, f"job {job_id} was already cancelled\n", "")
+
+
+def test_cancel_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
+) -> None:
+    code, _, err = _run(capsys, "cancel", "99", "--database-url", fresh_database_url)
+    assert (code, _one_line(err)) == (1, "kernevo: job 99 not found")
+    job_id = _enqueue(engine)
+    with session_scope(engine) as s:
+        queue.claim_job(s, worker="w", accepts=(queue.NO_GPU,), gpu_key="none", gpu_index=None)
+    with session_scope(engine) as s:
+        repo.update_job_progress(s, job_id, state="complete")
+    code, _, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
+    assert (code, _one_line(err)) == (
+        1,
+        f"kernevo: job {job_id} is complete; cannot become cancelled",
+    )
+    with pytest.raises(SystemExit) as exited:
+        main(["cancel", "0"])
+    assert exited.value.code == 2
+    assert "a job id must be 1..2147483647, not 0" in _one_line(capsys.readouterr().err)
+
+
+def test_cancel_through_the_service_needs_a_token(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = _run(capsys, "cancel", "1", "--api-url", "http://127.0.0.1:9")
+    assert (code, _one_line(err)) == (
+        1,
+        "kernevo: cancel through the service needs KERNEVO_API_TOKEN (the bearer token)",
+    )
+
+
+# --- export -----------------------------------------------------------------------------------
+
+
+def test_export_writes_the_champion_as_files(
+    capsys: pytest.CaptureFixture[str], seeded: Seeded, fresh_database_url: str, tmp_path: Path
+) -> None:
+    from db.session import read_scope
+    from evolver.champion import stored_payload
+    from evolver.store import open_existing_store
+
+    out_dir = tmp_path / "export"
+    code, out, err = _run(
+        capsys,
+        "export",
+        "--op",
+        "trsm",
+        "--dtype",
+        "float64",
+        "--gpu",
+        "NVIDIA H200",
+        "-o",
+        str(out_dir),
+        "--database-url",
+        fresh_database_url,
+    )
+    assert (code, err) == (0, "")
+    folder = out_dir / "trsm_small"
+    assert out == (
+        f"trsm_small float64 on {H200} (shape bucket m64n64): program {seeded.grandchild_id} "
+        f"-> {folder}\n"
+    )
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "certificate.json",
+        "champion.json",
+        "kernel.cu",
+        "kernel.cubin",
+        "report.json",
+        "signature.json",
+        "signed_payload.json",
+    ]
+    assert (folder / "kernel.cubin").read_bytes() == seeded.cubin
+    assert (folder / "kernel.cu").read_text() == seeded.grandchild_source
+    champion = json.loads((folder / "champion.json").read_text())
+    assert (champion["path"], champion["dtype"], champion["gpu"], champion["program_id"]) == (
+        "trsm_small",
+        "float64",
+        H200,
+        seeded.grandchild_id,
+    )
+    assert champion["evaluation_id"] == seeded.verified_evaluation_id
+    assert champion["envelope"] == {"m_max": 64, "n_max": 64, "verified_shapes": [[1, 1], [64, 64]]}
+    signature = json.loads((folder / "signature.json").read_text())
+    assert (signature["signature"], signature["signing_key_id"]) == (None, None)  # unsigned
+    assert json.loads((folder / "certificate.json").read_text()) is None
+    assert json.loads((folder / "report.json").read_text())["combined_score"] == 2.01
+    engine = open_existing_store(fresh_database_url)
+    try:
+        with read_scope(engine) as s:
+            row = repo.best_champion(
+                s, path="trsm_small", dtype="float64", gpu_key=H200, shape_bucket="m64n64"
+            )
+            assert row is not None
+            assert (folder / "signed_payload.json").read_bytes() == stored_payload(row)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (
+            ["--dtype", "float32", "--gpu", H200],
+            f"kernevo: no champion for trsm float32 on {H200} (paths trsm_small, trsm_blocked)",
+        ),
+        (
+            ["--dtype", "float64", "--gpu", "NVIDIA H100"],
+            "kernevo: no champion for trsm float64 on nvidia-h100 (paths trsm_small, trsm_blocked)",
+        ),
+        (
+            ["--dtype", "float64", "--gpu", H200, "--path", "trsm_small_z64"],
+            "kernevo: path trsm_small_z64 does not implement trsm in float64",
+        ),
+        (["--dtype", "float64", "--gpu=+"], "kernevo: not a GPU name: '+'"),
+    ],
+)
+def test_export_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str],
+    seeded: Seeded,
+    fresh_database_url: str,
+    tmp_path: Path,
+    extra: list[str],
+    line: str,
+) -> None:
+    argv = ["export", *extra, "-o", str(tmp_path / "x"), "--database-url", fresh_database_url]
+    code, out, err = _run(capsys, *argv)
+    assert (code, out, _one_line(err)) == (1, "", line)
+    assert not (tmp_path / "x").exists()
+
+
+def test_export_into_a_file_is_one_line(
+    capsys: pytest.CaptureFixture[str], seeded: Seeded, fresh_database_url: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    argv = ["export", "--dtype", "float64", "--gpu", H200, "-o", str(blocker)]
+    code, _, err = _run(capsys, *argv, "--database-url", fresh_database_url)
+    assert code == 1
+    assert _one_line(err).startswith(f"kernevo: cannot write {blocker / 'trsm_small'}: ")
+
+
+def test_export_of_a_missing_database_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    argv = ["export", "--dtype", "float64", "--gpu", H200, "-o", str(tmp_path / "x")]
+    code, _, err = _run(capsys, *argv, "--database-url", url)
+    assert code == 1
+    assert _one_line(err).startswith(f"kernevo: database {url}: no such file ")
+
+
+# --- jobs --watch -----------------------------------------------------------------------------
+
+
+def test_jobs_watch_ends_when_no_job_is_active(
+    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
+) -> None:
+    """A running job that completes while watched: the watch redraws, then ends by itself,
+    its last table showing the finished job with a full bar."""
+    job_id = _enqueue(engine, iterations=8)
+    with session_scope(engine) as s:
+        queue.claim_job(s, worker="host:1:ab", accepts=(queue.NO_GPU,), gpu_key="none",
+                        gpu_index=None)  # fmt: skip
+        repo.update_job_progress(s, job_id, iteration=3)
+
+    def finish() -> None:
+        time.sleep(1.0)
+        with session_scope(engine) as s:
+            repo.update_job_progress(s, job_id, state="complete", iteration=8, best_score=1.25)
+
+    finisher = threading.Thread(target=finish)
+    finisher.start()
+    started = time.monotonic()
+    code, out, err = _run(
+        capsys, "jobs", "--watch", "--interval", "0.2", "--database-url", fresh_database_url
+    )
+    finisher.join()
+    assert (code, err) == (0, "")
+    assert time.monotonic() - started < 30
+    assert "complete" in out and "8/8" in out and "1.250" in out
+    assert "host:1:ab (1)" in out
+    assert "━" in out  # the progress bar (rich's bar character)
+
+
+def test_jobs_watch_of_no_jobs_says_so(
+    capsys: pytest.CaptureFixture[str], fresh_database_url: str
+) -> None:
+    code, out, err = _run(capsys, "jobs", "--watch", "--database-url", fresh_database_url)
+    assert (code, out, err) == (0, "no jobs\n", "")
+
+
+# --- worker refusals --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--compile-only", "--gpus", "0"], "--compile-only runs on no GPU: leave out --gpus"),
+        (["--gpus", "0,0"], "--gpus names a device twice: 0,0"),
+        (
+            ["--compile-only", "--grace-s", "2", "--heartbeat-s", "1"],
+            "the grace period (2 s) must hold 3 heartbeats (1 s each)",
+        ),
+        (["--gpus", "0,x"], "argument --gpus: expected a device index, not 'x'"),
+        (["--gpus", "1024"], "argument --gpus: a device index must be 0..1023, not 1024"),
+        (["--compile-only", "--poll-s", "0"], "argument --poll-s: seconds must be 0.1..3600"),
+    ],
+)
+def test_worker_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", *argv])
+    assert exited.value.code == 2
+    assert message in _one_line(capsys.readouterr().err)
+
+
+def test_worker_refuses_what_sqlite_cannot_do(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from evolver.worker import check_database
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with check_database(url, 1):  # a first worker holds the file
+        code, _, err = _run(capsys, "worker", "--compile-only", "--database-url", url)
+    assert code == 1
+    assert _one_line(err).startswith("kernevo: another kernevo worker (pid ")
+    assert err.rstrip().endswith(
+        f"already serves the SQLite database {url}: concurrent workers need PostgreSQL "
+        "(set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db)"
+    )
+    code, _, err = _run(capsys, "worker", "--gpus", "0,1", "--database-url", url)
+    assert (code, _one_line(err)) == (
+        1,
+        f"kernevo: database {url} is SQLite, which has no row locks: 2 jobs at once (--gpus) "
+        "need PostgreSQL (set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db); on "
+        "SQLite a worker runs one GPU",
+    )
+    code, _, err = _run(capsys, "worker", "--compile-only", "--database-url", "sqlite://")
+    assert code == 1 and "cannot share an in-memory or URI SQLite database" in _one_line(err)
+
+
+def test_worker_on_a_device_that_does_not_answer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    code, _, err = _run(capsys, "worker", "--gpus", "1023", "--database-url", url)
+    assert code == 1
+    assert _one_line(err).startswith("kernevo: no CUDA GPU found: ")
