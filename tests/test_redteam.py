@@ -303,7 +303,8 @@ def test_the_blocked_model_without_a_fault_passes_the_quick_check(dtype, monkeyp
     """The control of the model: the refusals above are the faults', not the model's (the quick
     check is where they are refused with the spec's shapes as they are)."""
     spec = get_path(blocked.PATH_ID)
-    monkeypatch.setattr(type(spec), "driver", lambda self, cubin, d: BlockedModel("none", 256))
+    model = BlockedModel("none", blocked.NB)
+    monkeypatch.setattr(type(spec), "driver", lambda self, cubin, dtype: model)
     monkeypatch.setattr(gpu_tasks, "run_candidate", lambda model, p: (None, model.solve(p)))
     task = {"kind": "check", "cubin": b"", "path_id": spec.path_id, "dtype": dtype}
     result = gpu_tasks.run({**task, "shapes": list(spec.quick_shapes), "seeds": [101],
