@@ -16,8 +16,9 @@ the evaluator runs its shapes: the quick shapes first, then the verification sha
 (``evaluator.pipeline``, ``evaluator.gpu_tasks.verify``). The fixed cases below m = 128 (the 4×4
 audit pair, the 33×2 sweep, the 64×8 containment cases) are direct solves at NB = 256, which
 none of the faults touches except :data:`READS_PAST_A` (reads only, inside the guard bands).
-``tests/test_redteam.py`` checks each expected failure against the evaluator's own ``verify``
-run on a NumPy model of the fault.
+``tests/test_redteam.py`` checks the expected failure of each fault that changes X against the
+GPU worker's own task code (``evaluator.gpu_tasks.run``) run on a NumPy model of the fault
+(``redteam.models``), under each reference check the path may have.
 """
 
 from __future__ import annotations
