@@ -44,6 +44,7 @@ function row(node, depth, selectedId, onBest, bestId, onSelect) {
 
 // Draw the tree into container; a click on a program calls onSelect(program id).
 export function renderTree(container, lineage, selectedId, onSelect) {
+  const scrolled = container.scrollTop; // a refresh keeps the reader's place
   clear(container);
   if (!lineage.nodes.length) {
     container.append(el("p", { class: "muted" }, "no programs recorded yet"));
@@ -62,6 +63,7 @@ export function renderTree(container, lineage, selectedId, onSelect) {
     for (let i = node.children.length - 1; i >= 0; i -= 1) stack.push([node.children[i], depth + 1]);
   }
   container.append(list);
+  container.scrollTop = scrolled;
   if (lineage.truncated) {
     container.append(
       el("p", { class: "muted" }, `showing the first ${lineage.nodes.length} of ${lineage.programs} programs`),
