@@ -21,7 +21,7 @@ timeout 240 python3 -m pytest -q -p no:cacheprovider -rs -m gpu --durations=10 t
 timeout 200 python3 scripts/bench_blocked.py --dtype float32 float64 complex64 complex128 \
   --shapes 256x256 1024x1024 2048x2048 4096x4096 8192x8192 16384x16384 4096x17 129x8192 \
   2>&1 | tee "$out/blocked.md"
-timeout 120 python3 scripts/redteam_table.py "$out/redteam.md" 2>&1 | tail -1
+timeout 240 python3 scripts/redteam_table.py "$out/redteam.md" 2>&1 | tail -1
 # The seed with TB_PREFETCH=1 (column k+1 loaded during step k), against the seed rows above.
 sed 's/#define TB_PREFETCH 0/#define TB_PREFETCH 1/' seeds/trsm_blocked/kernel.cu >/tmp/prefetch.cu
 timeout 60 python3 scripts/bench_blocked.py --label prefetch --source /tmp/prefetch.cu \

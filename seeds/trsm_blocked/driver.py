@@ -124,6 +124,10 @@ class TrsmBlockedDriver:
             raise ValueError(f"m = {m} <= NB = {self.nb}: the kernel solves directly")
         stream = stream if stream is not None else cupy.cuda.get_current_stream()
         inverse, _ = self._buffers(m, n)
+        # All ones (NaN in every dtype) before every launch: the inverses are the one buffer the
+        # kernel writes that outlives a call, so it could count calls or keep results there; and
+        # an entry it failed to write reaches the GEMMs as NaN instead of last call's value.
+        cupy.cuda.runtime.memsetAsync(inverse.data.ptr, 0xFF, inverse.nbytes, stream.ptr)
         args = (np.uint64(a_ptr), np.int32(lda), np.int32(m), np.uint64(inverse.data.ptr),
                 np.int32(self.nb), np.int32(0), np.int32(0))  # fmt: skip
         self.compiled.launch(self.compiled.geometry(m, n), args, stream)

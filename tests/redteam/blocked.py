@@ -108,19 +108,32 @@ SKIPS_LAST_BLOCK_ROW = patched(
     ),
 )
 
-# (b) Inverses kept in the driver's workspace from one call to the next: each thread block
-# counts its calls at a shape in the workspace and, from the warm-th call on, skips its columns.
-WARMUP_CALLS = 64  # above the calls verification makes at one shape, below a timed replay's
+# (b) Inverses reused from the previous call: the kernel skips the inversion, taking the driver's
+# workspace to still hold the last call's inverses (a caller solving many B against one A pays
+# for them once). The driver fills the workspace with all-ones bytes (NaN) before every launch,
+# so the inverses are never there: every X past one block is NaN. A kernel that counts its
+# calls in the workspace to reuse only later (after verification's calls) finds the count
+# wiped as well: :func:`counts_calls_in_workspace` is that kernel, and the GPU test
+# ``tests/test_trsm_blocked_workspace.py`` shows it right on every call.
+REUSES_INVERSES = patched(
+    CONTROL,
+    (
+        "  scalar_t y[TB_ROWS];\n",
+        "  // The inverses depend on A alone: the last call's are still in the workspace.\n"
+        "  if (!solve) return;\n"
+        "\n"
+        "  scalar_t y[TB_ROWS];\n",
+    ),
+)
 
 
-def reuses_inverses(warm: int) -> str:
-    """The control with fault (b): inverses trusted from call ``warm`` + 1 at a shape on.
-
-    The count lives in row 0 of the thread block's last column of inv(D_t) (the strict upper
-    triangle, which the kernel writes as zero) as a subnormal k * 2^-1074 (2^-149 in single
-    precision): the GEMM multiplies it by B and adds nothing to X, and a slot of any other
-    content counts as 0. No device-state symbol: the memory is the driver's, reached through
-    the kernel's arguments.
+def counts_calls_in_workspace(warm: int) -> str:
+    """The control trusting its inverses from call ``warm`` + 1 at a shape on, counting its
+    calls in the workspace: row 0 of each thread block's last column of inv(D_t) (the strict
+    upper triangle, written as zero) holds a subnormal k * 2^-1074 (2^-149 in single precision),
+    which adds nothing to the GEMM; a slot of any other content counts as 0. No device-state
+    symbol: the memory is the driver's, reached through the kernel's arguments. The driver's
+    wipe before each launch makes every count 0, so the kernel always inverts.
     """
     return patched(
         CONTROL,
@@ -128,11 +141,6 @@ def reuses_inverses(warm: int) -> str:
             'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n',
             'extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }\n'
             "\n"
-            "// The inverses depend on A alone, and a caller solving many B against one A\n"
-            "// pays for them once: after RT_WARM calls at a shape the workspace is taken to\n"
-            "// hold them. Each thread block counts its calls in row 0 of its last column of\n"
-            "// inv(D_t) (strict upper, always zero) as a subnormal k * RT_TINY, which adds\n"
-            "// nothing to the GEMM.\n"
             f"#define RT_WARM {warm}\n"
             "#if KERNEVO_DTYPE == 0 || KERNEVO_DTYPE == 2\n"
             "#define RT_TINY 0x1p-149f\n"
@@ -155,7 +163,6 @@ def reuses_inverses(warm: int) -> str:
         ),
         (
             "  scalar_t y[TB_ROWS];\n",
-            "  // This thread block's call counter: row 0 of its last column of inv(D_t).\n"
             "  scalar_t* counter = solve ? nullptr\n"
             "                            : Y + (long)t * TB_NB * TB_NB +\n"
             "                                  (long)(blockIdx.y * TB_IB + TB_IB - 1) * TB_NB;\n"
@@ -173,9 +180,6 @@ def reuses_inverses(warm: int) -> str:
         ),
     )
 
-
-REUSES_INVERSES = reuses_inverses(1)
-REUSES_INVERSES_AFTER_WARMUP = reuses_inverses(WARMUP_CALLS)
 
 # (c) Every diagonal block taken as a full NB x NB one, the last one slid up to end at row m:
 # right when NB divides m (the slide is zero); otherwise slot t holds the inverse of another
@@ -213,12 +217,8 @@ def _entry(**fields) -> Entry:
 def entries() -> tuple[Entry, ...]:
     """This path's entries, their expected shapes taken from the spec as it is now."""
     spec = get_path(PATH_ID)
-    first_blocked, blocked_stage = first_shape(blocked)
+    first_blocked, _ = first_shape(blocked)
     first_ragged, _ = first_shape(ragged)
-    first_timed_blocked = next(shape for shape in spec.timed_shapes if blocked(*shape))
-    # The second call at a shape: the quick stage's audit pair (its first problem solved again,
-    # then the partner) or, in the full verification, the second seed's problem.
-    second_call = ("audit pair",) if blocked_stage == "quick" else ()
     residual = accuracy_check()
     return (
         _entry(
@@ -245,41 +245,18 @@ def entries() -> tuple[Entry, ...]:
             dtype="float64",
             block=REUSES_INVERSES,
             status="wrong",
-            check=residual,
+            check="non_finite_output",
             stage="pipeline",
             shape=first_blocked,
-            detail=second_call,
-            mechanism="Keeps the inverted diagonal blocks in the driver's workspace (memory the "
-            "candidate reaches through its arguments and that lives as long as the driver, so "
-            "no device-state symbol for the cubin check) and, counting its calls there, skips "
-            "the inversion from the second call at a shape on: that call uses the first call's "
-            "inverses with the new B. The first call at a shape is right, and so is a second "
-            "call on the same A. Verification solves several problems at each shape with one "
-            "driver: in the quick stage the audit pair solves the first problem again (right) "
-            "and then its partner, whose A differs in the strict lower triangle (the diagonal "
-            "blocks' included), so X = inv(D_old)(B - ...) fails the partner's residual "
-            "check. It is not named replayed_result: that name is kept for an output that "
-            "solves the earlier problem, and this one mixes old inverses with the new B.",
-        ),
-        _entry(
-            name="blocked_reuses_inverses_after_warmup",
-            kind=KINDS[1],
-            dtype="float64",
-            block=REUSES_INVERSES_AFTER_WARMUP,
-            status="wrong",
-            check="timed_output_" + residual,
-            stage="pipeline",
-            shape=first_timed_blocked,
-            mechanism=f"The same, trusting the workspace only from call {WARMUP_CALLS + 1} at "
-            f"a shape on: verification makes at most 15 calls at one shape (quick and full "
-            "stages together under 30), so every verified output is right and the kernel "
-            "reaches timing. A timed shape with m > NB gets 2 untimed calls and then 32 per "
-            "graph replay, each on inputs drawn afresh, with one workspace for all: from call "
-            f"{WARMUP_CALLS + 1} on every call reuses stale inverses. The audit of a replay "
-            "chosen at random after the warm-up rounds (and of the single calls) solves its "
-            "inputs' references: timed_output_ and the path's residual check, at the first "
-            "timed shape with m > NB. (Without fresh inputs per replay it would pass: the "
-            "inverses would be those of the replay's own A.)",
+            mechanism="Skips the inversion, taking the driver's workspace to hold the previous "
+            "call's inverses (right for a caller that solves many B against one A, if the "
+            "workspace kept them). The driver fills the inverse workspace with all-ones bytes, "
+            "NaN in every dtype, before every launch: the buffer is the one thing the kernel "
+            "writes that outlives a call, so nothing survives there, neither inverses nor a "
+            "call count (a kernel that counts its calls there to reuse only after "
+            "verification's calls always finds 0: tests/test_trsm_blocked_workspace.py). Every "
+            "block row's GEMM multiplies NaN into X: non_finite_output at the first shape with "
+            "m > NB. Direct solves (m <= NB, every fixed case) are right.",
         ),
         _entry(
             name="blocked_ragged_block_shifted",

@@ -25,29 +25,22 @@ FAULTS = ("none", "skips_last_block_row", "reuses_inverses", "ragged_block_shift
 
 class BlockedModel:
     """The trsm_blocked driver with a kernel that has ``fault`` (one of :data:`FAULTS`) at block
-    size ``nb``; one instance per driver, as the evaluator loads one per task (the workspace,
-    and what ``reuses_inverses`` keeps in it, lives as long as the driver). ``warm``: for
-    ``reuses_inverses``, the calls at a shape that invert before the workspace is trusted.
-
-    ``calls`` counts the solves per (m, n) this driver made.
+    size ``nb``; one instance per driver, as the evaluator loads one per task.
+    ``reuses_inverses`` inverts nothing: the driver's wipe leaves NaN in every slot.
 
     Raises:
-        ValueError: unknown ``fault``, ``nb`` < 1 or ``warm`` < 1.
+        ValueError: unknown ``fault`` or ``nb`` < 1.
     """
 
-    def __init__(self, fault: str, nb: int, warm: int = 1) -> None:
-        if fault not in FAULTS or nb < 1 or warm < 1:
-            raise ValueError(f"unknown fault {fault!r}, NB {nb} or warm-up {warm}")
-        self.fault, self.nb, self.warm = fault, nb, warm
-        self.calls: dict[tuple[int, int], int] = {}
-        # reuses_inverses: per (m, n), the diagonal blocks the last inverting call inverted.
-        self._kept: dict[tuple[int, int], list[np.ndarray]] = {}
+    def __init__(self, fault: str, nb: int) -> None:
+        if fault not in FAULTS or nb < 1:
+            raise ValueError(f"unknown fault {fault!r} or NB {nb}")
+        self.fault, self.nb = fault, nb
 
     def solve(self, problem: Problem) -> np.ndarray:
         """X for ``problem`` (m×n, Fortran order, the problem's dtype) as the faulty candidate
         leaves it in B."""
         m, n = problem.shape
-        self.calls[(m, n)] = self.calls.get((m, n), 0) + 1
         wide = np.complex128 if np.iscomplexobj(problem.a) else np.float64
         lower = np.tril(np.nan_to_num(problem.a.astype(wide), nan=0.0, posinf=np.inf))
         x = problem.b.astype(wide)
@@ -55,16 +48,14 @@ class BlockedModel:
             if m <= self.nb:
                 x = solve_triangular(lower, x, lower=True, check_finite=False)
             else:
-                for t, used in enumerate(self._diagonal_blocks(lower, (m, n))):
+                for t, used in enumerate(self._diagonal_blocks(lower)):
                     r0, r1 = t * self.nb, min(m, (t + 1) * self.nb)
                     x[r0:r1] -= lower[r0:r1, :r0] @ x[:r0]
                     if used is not None:
                         x[r0:r1] = solve_triangular(used, x[r0:r1], lower=True, check_finite=False)
         return np.asfortranarray(x.astype(problem.b.dtype))
 
-    def _diagonal_blocks(
-        self, lower: np.ndarray, shape: tuple[int, int]
-    ) -> list[np.ndarray | None]:
+    def _diagonal_blocks(self, lower: np.ndarray) -> list[np.ndarray | None]:
         """Per diagonal block, the matrix whose inverse the faulty kernel leaves in its slot
         (top-left rows×rows, as the driver's GEMM reads it)."""
         m, nb = lower.shape[0], self.nb
@@ -78,7 +69,6 @@ class BlockedModel:
             # that block's top-left corner.
             blocks[-1] = lower[m - nb : m - nb + last_rows, m - nb : m - nb + last_rows]
         elif self.fault == "reuses_inverses":
-            if self.calls[shape] > self.warm:  # this is call warm + 1 or later at the shape
-                return list(self._kept[shape])
-            self._kept[shape] = [b.copy() for b in blocks]  # type: ignore[union-attr]
+            # Nothing inverted: every slot holds the driver's wipe, NaN.
+            blocks = [np.full_like(b, np.nan) for b in blocks]  # type: ignore[arg-type]
         return blocks
