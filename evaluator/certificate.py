@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from evaluator.champion import SANITIZER_TOOLS, ChampionReport
-from evaluator.inputs import CONTAINMENT_SHAPE, SCALE_EXPONENTS, SWEEP_SHAPE
+from evaluator.inputs import CONTAINMENT_SHAPE, SCALE_EXPONENTS, SWEEP_SHAPE, describe_kinds
 from evaluator.report import EvaluationReport, ShapeTiming
 from kernevo.certificate import Certificate, ShapeTimingSummary
 from kernevo.client import describe_envelope
@@ -163,14 +163,13 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
             )
     else:
         nonfinite = "NaN or Inf inputs (no containment check ran)"
+    kinds = describe_kinds(spec.verify_kinds, report.dtype)
     statements = [
         f"shapes other than the {len(report.verified_shapes)} verified ones; none outside "
         f"the envelope {envelope} (the loader dispatches only inside it)",
         f"dtypes other than {report.dtype}",
         f"GPUs other than {gpu.name} ({gpu.key}) and architectures other than {gpu.arch}",
-        "inputs outside the drawn distributions (bounded: diagonal magnitudes in [1, 2], "
-        "off-diagonals in [-1, 1]/sqrt(m), B in [-1, 1]; growth: diagonal magnitudes in "
-        f"[0.5, 1], off-diagonals in [-1, 1]); {scaled}",
+        f"inputs outside the drawn distributions ({kinds}); {scaled}",
         nonfinite,
         "NVIDIA drivers, CUDA driver API and NVRTC versions other than those recorded here "
         "(the loader states a difference, or routes to cuBLAS with "

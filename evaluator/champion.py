@@ -81,9 +81,16 @@ def _sanitize(evaluator: Evaluator, cubin: bytes, report: ChampionReport) -> Che
 
 
 def verify_champion(
-    source: str, path_id: str, dtype: str, gpu_index: int, rival_cubin: bytes | None = None
+    source: str,
+    path_id: str,
+    dtype: str,
+    gpu_index: int,
+    rival_cubin: bytes | None = None,
+    bucket: str | None = None,
 ) -> ChampionReport:
     """Full evaluation plus the champion-only checks; ``status == "ok"`` means fully verified.
+    ``bucket``: the path's shape bucket whose shapes are checked and timed (``None``: its first;
+    ``seeds.spec.PathSpec.for_bucket``).
 
     ``rival_cubin`` (the current champion's cubin, when there is one) is timed in the same
     rounds as the candidate, so the report's ``rival_timings`` say whether the candidate is
@@ -94,9 +101,10 @@ def verify_champion(
     verify bytes other than the ones stored and served.
 
     Raises:
-        UnknownPathError, UnknownDtypeError: bad ``path_id`` or ``dtype``.
+        UnknownPathError, UnknownBucketError, UnknownDtypeError: bad ``path_id``, ``bucket`` or
+            ``dtype``.
     """
-    evaluator = Evaluator(path_id, dtype, gpu_index)
+    evaluator = Evaluator(path_id, dtype, gpu_index, bucket=bucket)
     try:
         evaluated, cubin = evaluator.stage1(source)
         if evaluated.passed:

@@ -14,7 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.checks.accuracy import SolutionCheck, check_solution, reference, solution_check
+from evaluator.checks.accuracy import (
+    HOST_REFERENCE_MAX_M,
+    SolutionCheck,
+    check_solution,
+    reference,
+    solution_check,
+)
 from evaluator.checks.containment import check_containment
 from evaluator.checks.integrity import (
     GUARD_ELEMENTS,
@@ -212,7 +218,12 @@ def check_relations(
 
 def relation_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Where the metamorphic relations run: the first shape of the largest m and the first
-    ragged one (m ≥ 16, not a multiple of 16), each with n ≥ 2 where the list has such."""
+    ragged one (m ≥ 16, not a multiple of 16), each with n ≥ 2 where the list has such, among
+    the shapes with m ≤ ``HOST_REFERENCE_MAX_M`` (their slack is the host reference's
+    forward-error bound); none when no shape is that small."""
+    shapes = [s for s in shapes if s[0] <= HOST_REFERENCE_MAX_M]
+    if not shapes:
+        return []
     wide = [s for s in shapes if s[1] >= 2] or list(shapes)
     largest = max(wide, key=lambda s: s[0])
     ragged = next((s for s in wide if s[0] >= 16 and s[0] % 16), None)
@@ -226,6 +237,7 @@ def verify(
     seeds: list[int],
     growth: bool,
     check: SolutionCheck = check_solution,
+    kinds: tuple[str, ...] = ("growth", "trap"),
 ) -> tuple[CheckFailure | None, list[tuple[int, int]]]:
     """Check every shape × seed on fresh inputs, an audit pair per shape with m ≥ 2 (built on the
     first seed's problem), and issue 6's 4×4 pair, each output by ``check`` (the path's
@@ -233,12 +245,15 @@ def verify(
 
     ``growth`` (the full verification and the champion's held-out shapes; not the quick check
     nor the re-check after timing, which stay cheap) adds the inputs of issue 6 part 3, all from
-    the first seed: per shape, the growth case and the trap for m ≥ 16 and the first seed's
-    problem scaled up and down (``scale_invariance``); once, the scale sweep at
-    ``SWEEP_SHAPE`` (:func:`check_scale_sweep`, ``scale_invariance``), the containment cases
-    (``nonfinite_containment``) and the metamorphic relations at :func:`relation_shapes`
-    (``metamorphic_*``). Extra solves: 2 per shape + 1 per shape with m ≥ 16 + the sweep (4
-    real, 22 complex64, 37 complex128) + 7 + 6 per relation shape (58, 76 and 91 on the 13
+    the first seed: per shape, the problems of ``kinds`` for m ≥ 16 (the path's
+    ``verify_kinds``: the growth case and the trap, and for ``trsm_blocked`` the
+    ill-conditioned kinds) and, for m ≤ ``HOST_REFERENCE_MAX_M`` (its judge is the host
+    reference), the first seed's problem scaled up and down (``scale_invariance``); once, the
+    scale sweep at ``SWEEP_SHAPE`` (:func:`check_scale_sweep`, ``scale_invariance``), the
+    containment cases (``nonfinite_containment``) and the metamorphic relations at
+    :func:`relation_shapes` (``metamorphic_*``). Extra solves: 2 per shape with m ≤
+    ``HOST_REFERENCE_MAX_M`` + ``len(kinds)`` per shape with m ≥ 16 + the sweep (4 real, 22
+    complex64, 37 complex128) + 7 + 6 per relation shape (trsm_small: 58, 76 and 91 on the 13
     verification shapes; 39, 57 and 72 on the 6 held-out ones).
 
     Returns the first failure (or None) and the shapes that passed every per-shape check.
@@ -247,11 +262,12 @@ def verify(
     for m, n in shapes:
         problems = [make_problem(m, n, dtype, s) for s in seeds]
         if growth and m >= 16:
-            problems += [make_problem(m, n, dtype, seeds[0], kind=k) for k in ("growth", "trap")]
+            problems += [make_problem(m, n, dtype, seeds[0], kind=k) for k in kinds]
         for problem in problems:
             if failure := solve_checked(driver, problem, check)[0]:
                 return _located(failure, f"{problem.kind} inputs, seed {problem.seed}"), passed
-        if growth and (failure := check_scaled(driver, problems[0])):
+        scaled = growth and m <= HOST_REFERENCE_MAX_M
+        if scaled and (failure := check_scaled(driver, problems[0])):
             return failure, passed
         if m >= 2 and (
             failure := check_pair(driver, problems[0], audit_partner(problems[0]), check)
@@ -329,7 +345,9 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     check = solution_check(spec.reference_check)
     driver = spec.driver(task["cubin"], dtype)
     owned.callback(_release, driver)
-    failure, passed = verify(driver, dtype, task["shapes"], task["seeds"], task["growth"], check)
+    failure, passed = verify(
+        driver, dtype, task["shapes"], task["seeds"], task["growth"], check, spec.verify_kinds
+    )
     phases = {"verify": time.perf_counter() - t0}
     result: dict[str, Any] = {
         "failure": failure and asdict(failure),

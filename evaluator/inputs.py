@@ -204,6 +204,29 @@ BACKWARD_ERROR_ONLY_KINDS: tuple[str, ...] = ("ill_conditioned", "graded")
 _KIND_STREAM = {"bounded": 0, "growth": 1, "trap": 2, "ill_conditioned": 3, "graded": 4}
 
 
+def describe_kinds(kinds: tuple[str, ...], dtype: str) -> str:
+    """The distributions of the bounded problems and of ``kinds`` (a path's ``verify_kinds``)
+    in ``dtype``, in words, for a certificate's ``not_verified``: ``bounded: diagonal magnitudes
+    in [1, 2], …; growth: …``.
+
+    Raises:
+        KeyError: a kind not in ``KINDS``, or an unknown ``dtype``.
+    """
+    low, high = TRAP_ROW_EXPONENTS[dtype]
+    words = {
+        "bounded": "bounded: diagonal magnitudes in [1, 2], off-diagonals in [-1, 1]/sqrt(m), "
+        "B in [-1, 1]",
+        "growth": "growth: diagonal magnitudes in [0.5, 1], off-diagonals in [-1, 1] "
+        f"(times sqrt({GROWTH_FULL_M}/m) past m = {GROWTH_FULL_M})",
+        "trap": f"trap: bounded problems with rows scaled by 2^{low}, 1 and 2^{high}",
+        "ill_conditioned": "ill_conditioned: diagonal magnitudes in [1, 2], off-diagonals in "
+        f"[-1, 1]*{ILL_CONDITIONED_ALPHA:g}/sqrt(m)",
+        "graded": "graded: bounded A with rows scaled by 10^-t, t uniform in "
+        f"[0, {GRADED_DECADES[dtype]}]",
+    }
+    return "; ".join(words[kind] for kind in ("bounded", *kinds))
+
+
 def _off_diagonal_scale(kind: str, m: int) -> float:
     """The factor on the off-diagonals' uniform [-1, 1] draws for ``kind`` at order ``m``."""
     if kind == "growth":

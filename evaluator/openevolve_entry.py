@@ -2,8 +2,9 @@
 
 OpenEvolve imports this file by path in each of its worker processes. The job context comes from
 the environment the evolver sets before OpenEvolve starts (docs/CONTRACTS.md):
-KERNEVO_EVAL_PATH, KERNEVO_EVAL_DTYPE, KERNEVO_EVAL_GPU (device index, or "none" to stop after
-compiling), KERNEVO_REPORT_DIR (full reports, one JSON per program source sha256, read by the
+KERNEVO_EVAL_PATH, KERNEVO_EVAL_BUCKET (the path's shape bucket; unset or empty: its first),
+KERNEVO_EVAL_DTYPE, KERNEVO_EVAL_GPU (device index, or "none" to stop after compiling),
+KERNEVO_REPORT_DIR (full reports, one JSON per program source sha256, read by the
 lineage recorder; and ``job-best.json``, the job's best passing score, see
 ``evaluator.new_best``), KERNEVO_JOB_PID (which run of the job that record belongs to).
 
@@ -50,6 +51,7 @@ def _evaluator() -> Evaluator:
             os.environ["KERNEVO_EVAL_DTYPE"],
             None if gpu == "none" else int(gpu),
             compile_arch=os.environ.get("KERNEVO_EVAL_ARCH", "sm_90"),
+            bucket=os.environ.get("KERNEVO_EVAL_BUCKET") or None,
         )
     return _EVALUATOR
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from evaluator.checks.accuracy import added_check_names
 from evaluator.checks.device_state import device_state_failure
 from evaluator.compile import CompileResult, compile_cubin
 from evaluator.compile_sandbox import CompilerUnavailable, shared_compiler
@@ -90,16 +91,22 @@ def compile_failure(result: CompileResult) -> CheckFailure:
 
 
 class Evaluator:
-    """Evaluates candidates of one path and dtype on one GPU (``gpu_index`` None: compile only).
+    """Evaluates candidates of one path and dtype on one GPU (``gpu_index`` None: compile only),
+    at the path's shape bucket ``bucket`` (its shape sets; ``None``: the path's first bucket).
 
     Raises:
-        UnknownPathError, UnknownDtypeError: at construction, for a bad job.
+        UnknownPathError, UnknownBucketError, UnknownDtypeError: at construction, for a bad job.
     """
 
     def __init__(
-        self, path_id: str, dtype: str, gpu_index: int | None, compile_arch: str = "sm_90"
+        self,
+        path_id: str,
+        dtype: str,
+        gpu_index: int | None,
+        compile_arch: str = "sm_90",
+        bucket: str | None = None,
     ) -> None:
-        self.spec = get_path(path_id)
+        self.spec = get_path(path_id, bucket)
         self.dtype = check_dtype(dtype, self.spec.dtypes)
         self.gpu_index = gpu_index
         self.worker = GpuWorker(gpu_index) if gpu_index is not None else None
@@ -200,7 +207,9 @@ class Evaluator:
         report.stage = "verify"
         report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
         if report.passed:
-            report.checks_run += list(NUMERIC_CHECKS)
+            # The path's reference check's own names (trsm_blocked: lapack_ratio), then issue 6's.
+            added = added_check_names(self.spec.reference_check)
+            report.checks_run += [*added, *NUMERIC_CHECKS]
             # Every scale the verification checked: the extremes at each shape and the sweep
             # once, drawn from the first seed as the worker drew them.
             report.input_scales = [2.0**e for e in scale_exponents(self.dtype, task["seeds"][0])]

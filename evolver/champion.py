@@ -88,7 +88,9 @@ def promote_best(
         return PromotionOutcome(False, f"champion kept: program {uid} is the champion's kernel")
 
     key = signing_key if signing_key is not None else configured_signing_key()
-    report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin)
+    # The bucket's shapes are verified and timed (a path of one bucket has only its own).
+    at_bucket = {"bucket": spec.shape_bucket} if len(spec.bucket_names) > 1 else {}
+    report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin, **at_bucket)
     data = json.loads(report.to_json())
     ok = report.status == "ok"
     gpu = report.gpu

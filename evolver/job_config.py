@@ -78,7 +78,10 @@ class LLMSection(BaseModel):
 
 
 class JobConfig(BaseModel):
-    """One evolution job: a path in one dtype on one GPU, and how long and how wide to search.
+    """One evolution job: a path at one of its shape buckets in one dtype on one GPU, and how
+    long and how wide to search. ``bucket`` (``trsm_blocked``: ``m128_2048`` or
+    ``m2049_16384``; ``seeds.registry.buckets``) picks the shapes the job checks and times and
+    the champion it competes for; unset, the path's first bucket.
 
     ``evaluator_timeout_s`` is OpenEvolve's own evaluation timeout. It must exceed the
     evaluator's hard timeout so ours fires first: OpenEvolve's timeout returns metrics without
@@ -91,6 +94,11 @@ class JobConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str = Field(max_length=64)
+    bucket: str | None = Field(
+        default=None,
+        max_length=64,
+        description="the path's shape bucket the job targets; unset: the path's first",
+    )
     dtype: str = Field(max_length=16)
     gpu: int = Field(
         default=0, ge=0, le=MAX_GPU_INDEX, description="CUDA device index evaluations run on"
@@ -127,6 +135,17 @@ class JobConfig(BaseModel):
         from seeds.registry import get_path
 
         get_path(value)  # UnknownPathError is a ValueError: pydantic reports its message
+        return value
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_of_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # After "path" (fields validate in order); absent when the path failed.
+        from seeds.registry import get_path
+
+        path = info.data.get("path")
+        if value is not None and path is not None:
+            get_path(path, value)  # UnknownBucketError: one line naming the path's buckets
         return value
 
     @field_validator("dtype")

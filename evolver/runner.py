@@ -191,7 +191,7 @@ def _start_job(
     gpu, backend = _preflight(job, settings)
     _prepare_work_root(settings.work_dir)
     engine = open_store(database_url)
-    spec = get_path(job.path)
+    spec = get_path(job.path, job.bucket)
     # Record the endpoint actually used, so a resume does not depend on the environment then.
     resolved = {"base_url": backend.base_url, "api_key_env": backend.api_key_env}
     resolved["model"] = None if backend.offline else backend.model
@@ -231,9 +231,10 @@ def resume_job(
     """Continue an unfinished job from its newest checkpoint.
 
     ``job_id`` ``None`` picks the newest unfinished job of ``overrides["path"]`` and
-    ``overrides["dtype"]``. ``overrides`` (``None`` values ignored) may extend ``iterations`` or
-    move the job to another ``gpu`` index of the same GPU model; a ``path`` or ``dtype`` that
-    differs from the job's is refused.
+    ``overrides["dtype"]`` (and ``overrides["bucket"]``, the shape bucket, when given).
+    ``overrides`` (``None`` values ignored) may extend ``iterations`` or move the job to another
+    ``gpu`` index of the same GPU model; a ``path``, ``dtype`` or ``bucket`` that differs from
+    the job's is refused.
 
     Raises:
         ResumeError: no such job, a finished one, a running one, or another GPU model.
@@ -267,7 +268,9 @@ def _resume_job(
             rows = [
                 j
                 for j in repository.list_jobs(s)
-                if (j.path, j.dtype) == (given["path"], given["dtype"]) and j.state in _UNFINISHED
+                if (j.path, j.dtype) == (given["path"], given["dtype"])
+                and j.state in _UNFINISHED
+                and given.get("bucket", j.shape_bucket) == j.shape_bucket
             ]
             if not rows:
                 raise ResumeError(f"no unfinished {given['path']} {given['dtype']} job to resume")
@@ -282,8 +285,13 @@ def _resume_job(
         for key in ("path", "dtype"):
             if key in given and given[key] != getattr(row, key):
                 raise ResumeError(f"job {row.id} is {row.path} {row.dtype}, not {given[key]}")
+        if "bucket" in given and given["bucket"] != row.shape_bucket:
+            raise ResumeError(
+                f"job {row.id} is on shape bucket {row.shape_bucket}, not {given['bucket']}"
+            )
         stored = dict(row.config)
-        stored.update({k: v for k, v in given.items() if k not in ("path", "dtype", "llm")})
+        kept = ("path", "dtype", "bucket", "llm")
+        stored.update({k: v for k, v in given.items() if k not in kept})
         job = validate_job_config(stored, f"job {row.id} config")
         job_id, gpu_key = row.id, row.gpu_key
         best_score, best_speedup = row.best_score, row.best_speedup
@@ -343,7 +351,7 @@ def _run(
     best_score: float | None = None,
     best_speedup: float | None = None,
 ) -> JobOutcome:
-    spec = get_path(job.path)
+    spec = get_path(job.path, job.bucket)
     work = (settings.work_dir / f"job-{job_id}").resolve()
     with ExitStack() as held:
         try:
@@ -449,7 +457,7 @@ def _run_locked(
     from db import repository
     from db.session import session_scope
 
-    spec = get_path(job.path)
+    spec = get_path(job.path, job.bucket)
     initial = work / "initial_program.cu"
     if not initial.exists():
         initial.write_text(spec.seed_source())
@@ -531,6 +539,7 @@ def _run_locked(
 
     env = {
         "KERNEVO_EVAL_PATH": spec.path_id,
+        "KERNEVO_EVAL_BUCKET": spec.shape_bucket,
         "KERNEVO_EVAL_DTYPE": job.dtype,
         "KERNEVO_EVAL_GPU": str(job.gpu) if gpu else "none",
         "KERNEVO_REPORT_DIR": str(report_dir),
@@ -608,8 +617,12 @@ def _header(
         start = f"from checkpoint at iteration {checkpoint.iteration}"
     else:
         start = "from the seed (no complete checkpoint yet)" if resuming else "from the seed"
+    spec = get_path(job.path, job.bucket)
+    what = f"{job.path} {job.dtype}"
+    if len(spec.bucket_names) > 1:  # a path of several buckets names the job's
+        what = f"{job.path} (shape bucket {spec.shape_bucket}) {job.dtype}"
     return (
-        f"job {job_id}: {job.path} {job.dtype} on {where}; {backend.kind} ({backend.model}); "
+        f"job {job_id}: {what} on {where}; {backend.kind} ({backend.model}); "
         f"{max(remaining, 0)} iterations {start}; work folder {work}"
     )
 

@@ -184,6 +184,13 @@ CATALOGUE: tuple[Variable, ...] = (
         "a folder path",
     ),
     _v("EVAL_PATH", _EVAL_CONTEXT, "job context: the path evaluated", "—", "a path id"),
+    _v(
+        "EVAL_BUCKET",
+        _EVAL_CONTEXT,
+        "job context: the path's shape bucket evaluated",
+        "the path's first",
+        "a bucket name",
+    ),
     _v("EVAL_DTYPE", _EVAL_CONTEXT, "job context: the dtype evaluated", "—", "a dtype"),
     _v(
         "EVAL_GPU",

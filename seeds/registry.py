@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .spec import DTYPES, PathSpec, check_dtype
+from .spec import UnknownBucketError as UnknownBucketError  # raised by get_path
 from .trsm_blocked.spec import TRSM_BLOCKED
 from .trsm_small.spec import TRSM_SMALL
 from .trsm_small_z64.spec import TRSM_SMALL_Z64
@@ -36,25 +37,42 @@ class Route:
     shape_bucket: str
 
 
-def get_path(path_id: str) -> PathSpec:
-    """The spec of ``path_id``.
+def get_path(path_id: str, bucket: str | None = None) -> PathSpec:
+    """The spec of ``path_id`` at its shape bucket ``bucket`` (``PathSpec.for_bucket``); with
+    ``bucket`` ``None``, the registry's spec, at the path's first bucket.
+
+    Raises:
+        UnknownPathError: one line naming the known paths.
+        UnknownBucketError: one line naming the path's buckets.
+    """
+    try:
+        spec = PATHS[path_id]
+    except KeyError:
+        known = ", ".join(sorted(PATHS))
+        raise UnknownPathError(f"unknown path {path_id!r}; known paths: {known}") from None
+    return spec if bucket is None else spec.for_bucket(bucket)
+
+
+def buckets(path_id: str) -> tuple[str, ...]:
+    """The names of ``path_id``'s shape buckets, the first being the one a job gets when it
+    names none (``trsm_blocked``: ``m128_2048``, ``m2049_16384``).
 
     Raises:
         UnknownPathError: one line naming the known paths.
     """
-    try:
-        return PATHS[path_id]
-    except KeyError:
-        known = ", ".join(sorted(PATHS))
-        raise UnknownPathError(f"unknown path {path_id!r}; known paths: {known}") from None
+    return get_path(path_id).bucket_names
 
 
 def route(op: str, dtype: str, m: int, n: int) -> list[Route]:
     """Every path serving ``op`` in ``dtype`` at shape (m, n), each with the shape bucket that
-    holds (m, n), in registry order (the order of :data:`PATHS`); empty when no path does.
+    holds (m, n) (``PathSpec.bucket_of``: a path with several buckets answers with the one
+    whose envelope holds the shape, ``trsm_blocked`` ``m128_2048`` up to m = 2048 and
+    ``m2049_16384`` above), in registry order (the order of :data:`PATHS`); empty when no path
+    does.
 
     Paths may overlap (trsm_small and trsm_small_z64 both serve complex128 at m = 64): which
-    one answers is the champions' comparison (:func:`fastest`), not the registry's.
+    one answers is the champions' comparison (:func:`fastest`), not the registry's. A path's
+    buckets never overlap, so a path appears once.
 
     Raises:
         UnknownOpError: ``op`` is not an operation of any path.
@@ -63,11 +81,12 @@ def route(op: str, dtype: str, m: int, n: int) -> list[Route]:
     if op not in OPS:
         raise UnknownOpError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
     check_dtype(dtype, DTYPES)
-    return [
-        Route(spec.path_id, spec.shape_bucket)
+    served = [
+        (spec.path_id, spec.bucket_of(m, n))
         for spec in PATHS.values()
-        if spec.op == op and dtype in spec.dtypes and spec.serves(m, n)
+        if spec.op == op and dtype in spec.dtypes
     ]
+    return [Route(path_id, bucket) for path_id, bucket in served if bucket is not None]
 
 
 Rule = Literal["only_champion", "time_at_shape", "combined_score"]

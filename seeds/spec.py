@@ -9,6 +9,7 @@ reach every part through the :class:`PathSpec`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,10 @@ Shape = tuple[int, int]
 
 class UnknownDtypeError(ValueError):
     """A dtype name that no path knows."""
+
+
+class UnknownBucketError(ValueError):
+    """A shape bucket name that the path does not have."""
 
 
 def check_dtype(dtype: str, allowed: tuple[str, ...] = DTYPES) -> str:
@@ -91,6 +96,37 @@ def resolve(name: str) -> Any:
     return getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)
 
 
+def _serves(envelope: dict[str, int], m: int, n: int) -> bool:
+    """``m_min`` ≤ m ≤ ``m_max`` and ``n_min`` ≤ n ≤ ``n_max``, a missing lower bound being 1."""
+    env = envelope
+    return env.get("m_min", 1) <= m <= env["m_max"] and env.get("n_min", 1) <= n <= env["n_max"]
+
+
+@dataclass(frozen=True)
+class ShapeBucket:
+    """One shape bucket of a path: the problems it serves and the shapes a job on it checks and
+    times. A job targets one (dtype, bucket); its champion is that bucket's (a champion's key is
+    (path, dtype, GPU, bucket)), so a tunable such as a block size is chosen per bucket.
+
+    ``envelope`` (keys as :attr:`PathSpec.envelope`): the shapes the bucket serves, inside the
+    path's; buckets of one path do not overlap, so routing puts (m, n) in one of them. The shape
+    sets may lie anywhere inside the path's envelope: a kernel tuned for large m must still be
+    right at small m, and small shapes are where the host reference can check it row by row.
+    """
+
+    name: str
+    envelope: dict[str, int]
+    quick_shapes: tuple[Shape, ...]
+    verify_shapes: tuple[Shape, ...]
+    timed_shapes: tuple[Shape, ...]
+    held_out_shapes: tuple[Shape, ...]
+    sanitizer_shape: Shape
+
+    def serves(self, m: int, n: int) -> bool:
+        """Whether (m, n) lies inside the bucket's envelope."""
+        return _serves(self.envelope, m, n)
+
+
 @dataclass(frozen=True)
 class PathSpec:
     """One algorithmic path: a seed kernel plus everything needed to check and time it.
@@ -103,6 +139,16 @@ class PathSpec:
     ``"module:attribute"`` names in the path package; ``reference_check`` names the evaluator's
     check of one output against the problem (``evaluator.checks.accuracy.SOLUTION_CHECKS``: the
     check lives in the evaluator, since ``seeds`` imports nothing of ours).
+
+    Shape buckets: a path without ``buckets`` has one, ``shape_bucket``, serving its whole
+    ``envelope`` with the shape sets above. A path with ``buckets`` (``trsm_blocked``) has
+    several; its spec's ``shape_bucket`` and shape sets are those of one of them (the registry's
+    spec holds the first), and :meth:`for_bucket` gives the spec of another. ``envelope`` stays
+    the path's whole envelope in every bucket's spec: where any of its kernels may run (the
+    driver's shape check, the champion's signed envelope); routing sends a shape to the bucket
+    that serves it (:meth:`bucket_of`). ``verify_kinds``: the kinds of
+    ``evaluator.inputs.make_problem`` the full verification adds at every shape with m ≥ 16,
+    beside the bounded problems of its seeds.
     """
 
     path_id: str
@@ -127,6 +173,80 @@ class PathSpec:
     # dimensions and crossing every hand-over the path's kernel has (trsm_small: 33x31 spans
     # both rows a lane holds; trsm_small_z64: m is 64 and n = 33 spans two column blocks).
     sanitizer_shape: Shape = (33, 31)
+    buckets: tuple[ShapeBucket, ...] = field(default=())
+    verify_kinds: tuple[str, ...] = ("growth", "trap")
+
+    def __post_init__(self) -> None:
+        """Refuse buckets that overlap, leave the path's envelope, or disagree with the spec's
+        own shape fields (which are one bucket's).
+
+        Raises:
+            ValueError: naming the bucket and what is wrong.
+        """
+        names = [bucket.name for bucket in self.buckets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.path_id}: bucket names repeat: {names}")
+        for bucket in self.buckets:
+            env = bucket.envelope
+            corners = [(env.get("m_min", 1), env.get("n_min", 1)), (env["m_max"], env["n_max"])]
+            if not all(self.serves(m, n) for m, n in corners):
+                raise ValueError(f"{self.path_id}: bucket {bucket.name} leaves the envelope")
+        for i, first in enumerate(self.buckets):
+            for second in self.buckets[i + 1 :]:
+                if _overlap(first.envelope, second.envelope):
+                    raise ValueError(f"{self.path_id}: buckets {first.name}, {second.name} overlap")
+        if self.buckets and self._own_bucket() not in self.buckets:
+            raise ValueError(
+                f"{self.path_id}: shape_bucket {self.shape_bucket!r} and the shape sets are not "
+                f"those of one of its buckets ({', '.join(names)})"
+            )
+
+    def _own_bucket(self) -> ShapeBucket:
+        """The spec's own shape fields as a bucket (its envelope: the bucket's of that name)."""
+        envelope = next((b.envelope for b in self.buckets if b.name == self.shape_bucket), {})
+        return ShapeBucket(
+            self.shape_bucket, envelope, self.quick_shapes, self.verify_shapes,
+            self.timed_shapes, self.held_out_shapes, self.sanitizer_shape,
+        )  # fmt: skip
+
+    @property
+    def bucket_names(self) -> tuple[str, ...]:
+        """The names of the path's shape buckets, in order (one: ``shape_bucket``)."""
+        return tuple(b.name for b in self.buckets) if self.buckets else (self.shape_bucket,)
+
+    def for_bucket(self, name: str) -> PathSpec:
+        """This path's spec with the shape bucket ``name``'s name and shape sets (the envelope
+        stays the path's); ``self`` when that is its bucket already.
+
+        Raises:
+            UnknownBucketError: the path has no bucket of that name (one line naming them).
+        """
+        if name == self.shape_bucket:
+            return self
+        bucket = next((b for b in self.buckets if b.name == name), None)
+        if bucket is None:
+            raise UnknownBucketError(
+                f"unknown shape bucket {name!r} of path {self.path_id}; its buckets: "
+                f"{', '.join(self.bucket_names)}"
+            )
+        return dataclasses.replace(
+            self,
+            shape_bucket=bucket.name,
+            quick_shapes=bucket.quick_shapes,
+            verify_shapes=bucket.verify_shapes,
+            timed_shapes=bucket.timed_shapes,
+            held_out_shapes=bucket.held_out_shapes,
+            sanitizer_shape=bucket.sanitizer_shape,
+        )
+
+    def bucket_of(self, m: int, n: int) -> str | None:
+        """The name of the bucket that serves (m, n), or ``None`` outside the envelope (a path
+        without buckets: ``shape_bucket`` wherever :meth:`serves`)."""
+        if not self.serves(m, n):
+            return None
+        if not self.buckets:
+            return self.shape_bucket
+        return next((b.name for b in self.buckets if b.serves(m, n)), None)
 
     def seed_source(self) -> str:
         """The seed kernel's CUDA source text."""
@@ -150,8 +270,7 @@ class PathSpec:
         """Whether (m, n) lies inside this path's shape envelope: ``m_min`` ≤ m ≤ ``m_max`` and
         ``n_min`` ≤ n ≤ ``n_max``, a missing lower bound being 1 (``trsm_small_z64`` serves
         m = 64 only)."""
-        env = self.envelope
-        return env.get("m_min", 1) <= m <= env["m_max"] and env.get("n_min", 1) <= n <= env["n_max"]
+        return _serves(self.envelope, m, n)
 
     def driver(self, cubin: bytes, dtype: str) -> PathDriver:
         """This path's driver over ``cubin`` (compiled for ``dtype``), loaded in the current CUDA
@@ -170,3 +289,10 @@ class PathSpec:
             OSError: the vendor library cannot be loaded.
         """
         return resolve(self.baseline_factory)(dtype)
+
+
+def _overlap(first: dict[str, int], second: dict[str, int]) -> bool:
+    """Whether two envelopes share a shape."""
+    m = max(first.get("m_min", 1), second.get("m_min", 1)) <= min(first["m_max"], second["m_max"])
+    n = max(first.get("n_min", 1), second.get("n_min", 1)) <= min(first["n_max"], second["n_max"])
+    return m and n

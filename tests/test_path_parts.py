@@ -24,7 +24,7 @@ from evaluator.pipeline import Evaluator
 from evaluator.report import EvaluationReport, GpuInfo, ShapeTiming
 from kernevo.kernel import path_driver
 from seeds import registry
-from seeds.spec import resolve
+from seeds.spec import ShapeBucket, UnknownBucketError, resolve
 from seeds.trsm_small.baseline import CublasTrsm
 from seeds.trsm_small.driver import TrsmSmallDriver
 from seeds.trsm_small.spec import TRSM_SMALL
@@ -207,6 +207,56 @@ def test_the_evaluator_reaches_a_path_only_through_its_spec(fake_path, monkeypat
     closed = [entry for entry in log if entry[0] == "driver_closed"]
     assert sorted(closed) == [("driver_closed", b"cubin"), ("driver_closed", b"rival")]
     assert max(i for i, e in enumerate(log) if e[0] == "solve") < kinds.index("driver_closed")
+
+
+def test_a_bucket_gives_the_evaluator_its_shapes_and_the_path_its_kinds(fake_path, monkeypatch):
+    """A path of two shape buckets: an evaluator for the second checks and times that
+    bucket's shapes; the verification draws the path's ``verify_kinds``; the report names the
+    reference check's own checks (``ADDED_CHECK_NAMES``) first in ``checks_run``."""
+    calls, spec = fake_path
+    first = ShapeBucket(
+        "first", {"m_max": 64, "n_max": 32}, spec.quick_shapes, spec.verify_shapes,
+        spec.timed_shapes, spec.held_out_shapes, spec.sanitizer_shape,
+    )  # fmt: skip
+    second = ShapeBucket(
+        "second", {"m_max": 64, "n_min": 33, "n_max": 64}, ((9, 40),), ((20, 40), (33, 50)),
+        ((32, 48),), ((40, 60),), (33, 40),
+    )  # fmt: skip
+    bucketed = dataclasses.replace(
+        spec, shape_bucket="first", buckets=(first, second),
+        verify_kinds=("growth", "trap", "ill_conditioned"),
+    )  # fmt: skip
+    monkeypatch.setitem(registry.PATHS, "fake_path", bucketed)
+    monkeypatch.setitem(accuracy.ADDED_CHECK_NAMES, "fake_check", ("fake_ratio",))
+    kinds: list[str] = []
+
+    def check(problem: Any, x: np.ndarray) -> Any:
+        kinds.append(problem.kind)
+        return accuracy.check_solution(problem, x)
+
+    monkeypatch.setitem(accuracy.SOLUTION_CHECKS, "fake_check", check)
+    timed: list[tuple[int, int]] = []
+
+    def time_shape(m, n, dtype, candidate, baseline, check, *, rivals, **timing):
+        timed.append((m, n))
+        return TIMING, [], None
+
+    monkeypatch.setattr(gpu_tasks, "run_candidate", _run_on_host)
+    monkeypatch.setattr(gpu_tasks, "time_shape", time_shape)
+    with pytest.raises(UnknownBucketError, match="its buckets: first, second"):
+        Evaluator("fake_path", "float64", gpu_index=None, bucket="third")
+    evaluator = Evaluator("fake_path", "float64", gpu_index=None, bucket="second")
+    evaluator.worker = InProcessWorker(calls)  # type: ignore[assignment]
+    report = evaluator.stage2(EvaluationReport("fake_path", "float64"), b"cubin")
+
+    assert report.passed, report.failure
+    assert evaluator.spec.shape_bucket == "second" and evaluator.spec.envelope == spec.envelope
+    assert report.verified_shapes == [(20, 40), (33, 50)] and timed == [(32, 48)]
+    assert {"growth", "trap", "ill_conditioned"} <= set(kinds) and "graded" not in kinds
+    assert report.checks_run[0] == "fake_ratio"
+    assert Evaluator("fake_path", "float64", gpu_index=None).spec.verify_shapes == (
+        (16, 16), (33, 31),
+    )  # fmt: skip
 
 
 def test_a_task_that_raises_still_closes_its_driver(fake_path, monkeypatch):

@@ -158,7 +158,8 @@ def promote(url: str, route: Route, score: float, timings: list[dict[str, Any]])
                 config={"iterations": 1}, backend="offline", model=None,
             )  # fmt: skip
             program, _ = repo.record_program(
-                s, job_id=job.id, uid=f"best-{route.path_id}", source=SEED_SOURCE,
+                s, job_id=job.id, uid=f"best-{route.path_id}-{route.shape_bucket}",
+                source=SEED_SOURCE,
                 parent_uid=None, island=0, generation=0, iteration=0, diff=None,
                 backend="offline", model=None,
             )  # fmt: skip
@@ -299,6 +300,51 @@ def test_what_no_path_serves_is_422(
     response = api_client.get(BEST, params={**QUERY, **params})
     assert response.status_code == 422
     assert detail in response.json()["detail"]
+
+
+# --- a path with several shape buckets (trsm_blocked) ----------------------------------------
+
+BLOCKED_SMALL = Route("trsm_blocked", "m128_2048")
+BLOCKED_LARGE = Route("trsm_blocked", "m2049_16384")
+
+
+def test_route_puts_a_shape_in_the_bucket_that_holds_it() -> None:
+    assert registry.route("trsm", "float64", 2048, 16384) == [BLOCKED_SMALL]
+    assert registry.route("trsm", "float64", 2049, 1) == [BLOCKED_LARGE]
+    assert registry.get_path("trsm_blocked", "m2049_16384").shape_bucket == "m2049_16384"
+
+
+def test_each_bucket_answers_with_its_own_champion(
+    api_client: TestClient, fresh_database_url: str
+) -> None:
+    """The best block size per (dtype, bucket) is a query: a shape of each bucket gets that
+    bucket's champion, and the candidates name the bucket."""
+    small = promote(fresh_database_url, BLOCKED_SMALL, 1.3, [timing(1024, 1024, 300.0)])
+    large = promote(fresh_database_url, BLOCKED_LARGE, 1.2, [timing(8192, 1024, 1500.0)])
+    for (m, n), route, program_id, time_us in (
+        ((1024, 1024), BLOCKED_SMALL, small, 300.0),
+        ((129, 8192), BLOCKED_SMALL, small, None),
+        ((8192, 1024), BLOCKED_LARGE, large, 1500.0),
+        ((4096, 17), BLOCKED_LARGE, large, None),
+    ):
+        body = api_client.get(BEST, params={**QUERY, "m": m, "n": n}).json()
+        assert (body["path"], body["shape_bucket"], body["program_id"]) == (
+            "trsm_blocked", route.shape_bucket, program_id,
+        )  # fmt: skip
+        assert [(c["shape_bucket"], c["status"], c["time_us"]) for c in body["candidates"]] == [
+            (route.shape_bucket, "chosen", time_us)
+        ]
+
+
+def test_a_bucket_without_a_champion_is_404_naming_it(
+    api_client: TestClient, fresh_database_url: str
+) -> None:
+    promote(fresh_database_url, BLOCKED_SMALL, 1.3, [timing(1024, 1024, 300.0)])
+    response = api_client.get(BEST, params={**QUERY, "m": 8192, "n": 8192})
+    assert response.status_code == 404
+    assert response.json()["detail"] == (
+        "no champion yet for path trsm_blocked float64 on nvidia-h200 (shape bucket m2049_16384)"
+    )
 
 
 def test_kernevo_best_prints_the_paths_compared(

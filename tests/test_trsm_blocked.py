@@ -5,8 +5,10 @@ CPU: a NumPy emulation of the kernel (column-wise substitution on identity colum
 direct solve at m ≤ NB) and of the driver's block-row loop solves as SciPy does for ragged m in
 every dtype and several NB, IB; the direct solve keeps a non-finite entry of A out of the rows
 that do not depend on it; the seed passes the screen, compiles with NVRTC in every dtype and
-holds no state that outlives a launch; the spec, the registry and routing agree. GPU
-(``gpu``-marked): the evaluator passes the seed in float32 and float64.
+holds no state that outlives a launch; the spec, its two shape buckets, the registry and routing
+agree (each shape routed to the bucket holding it). GPU (``gpu``-marked): the evaluator passes
+the seed in float32 and float64 (default bucket, timed), and the large bucket's quick check and
+full verification in every dtype.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from evaluator.compile import compile_cubin
 from evaluator.screen import screen
 from seeds import registry
 from seeds.cublas import VendorTrsm
-from seeds.spec import DTYPES, resolve
+from seeds.spec import DTYPES, UnknownBucketError, resolve
 from seeds.trsm_blocked.driver import TrsmBlockedDriver
-from seeds.trsm_blocked.spec import TRSM_BLOCKED
+from seeds.trsm_blocked.spec import BUCKETS, ENVELOPE, TRSM_BLOCKED
 from seeds.tunables import parse_tunables
 
 SEED = TRSM_BLOCKED.seed_source()
@@ -154,20 +156,58 @@ def test_registry_holds_the_path_with_its_parts():
     assert registry.get_path("trsm_blocked") is TRSM_BLOCKED
     assert resolve(TRSM_BLOCKED.driver_factory) is TrsmBlockedDriver
     assert resolve(TRSM_BLOCKED.baseline_factory) is VendorTrsm
-    assert accuracy.solution_check(TRSM_BLOCKED.reference_check) is accuracy.check_solution
-    others = {s.shape_bucket for s in registry.PATHS.values() if s is not TRSM_BLOCKED}
-    assert TRSM_BLOCKED.shape_bucket not in others
+    check = accuracy.solution_check(TRSM_BLOCKED.reference_check)
+    assert check is accuracy.check_solution_lapack
+    assert accuracy.added_check_names(TRSM_BLOCKED.reference_check) == ("lapack_ratio",)
+    assert TRSM_BLOCKED.verify_kinds == ("growth", "trap", "ill_conditioned", "graded")
+    others = {b for s in registry.PATHS.values() if s is not TRSM_BLOCKED for b in s.bucket_names}
+    assert not set(TRSM_BLOCKED.bucket_names) & others
 
 
-def test_every_shape_set_is_inside_the_envelope_and_held_out_is_apart():
-    spec = TRSM_BLOCKED
+def test_two_buckets_by_m_the_first_being_the_registrys():
+    assert registry.buckets("trsm_blocked") == ("m128_2048", "m2049_16384")
+    assert TRSM_BLOCKED.shape_bucket == "m128_2048" and TRSM_BLOCKED.buckets == BUCKETS
+    large = registry.get_path("trsm_blocked", "m2049_16384")
+    assert large.shape_bucket == "m2049_16384" and large.path_id == "trsm_blocked"
+    assert large.timed_shapes == ((8192, 1024), (4096, 17))
+    assert large.envelope == TRSM_BLOCKED.envelope == ENVELOPE  # the path's, in every bucket
+    assert large.reference_check == "lapack_ratio"
+    assert large.verify_kinds == TRSM_BLOCKED.verify_kinds
+    assert registry.get_path("trsm_blocked", "m128_2048") is TRSM_BLOCKED
+    assert TRSM_BLOCKED.timed_shapes == ((256, 256), (1024, 1024), (129, 8192))
+    with pytest.raises(UnknownBucketError, match="its buckets: m128_2048, m2049_16384"):
+        registry.get_path("trsm_blocked", "m128_16384")
+
+
+@pytest.mark.parametrize("bucket", BUCKETS, ids=lambda b: b.name)
+def test_every_shape_set_is_inside_the_path_and_held_out_is_apart(bucket):
+    """Shape sets lie inside the path's envelope (small verify shapes in the large bucket
+    too: the host reference checks every row there); the timed and quick shapes that decide
+    the bucket's NB lie in the bucket itself, and held-out shapes are never scored."""
+    spec = registry.get_path("trsm_blocked", bucket.name)
     sets = (spec.quick_shapes, spec.verify_shapes, spec.timed_shapes, spec.held_out_shapes)
     assert all(spec.serves(m, n) for shapes in sets for m, n in shapes)
-    assert {(128, 7), (129, 64), (200, 33), (256, 256), (300, 17), (512, 5)} <= set(
-        spec.verify_shapes
-    )
+    assert spec.serves(*spec.sanitizer_shape)
+    assert all(bucket.serves(m, n) for m, n in spec.timed_shapes)
+    assert bucket.serves(*spec.quick_shapes[0])
+    assert {(129, 64), (300, 17), (777, 1), (1000, 96)} <= set(spec.verify_shapes)
     scored = set(spec.quick_shapes) | set(spec.verify_shapes) | set(spec.timed_shapes)
     assert not set(spec.held_out_shapes) & scored
+    # Two or more block rows, the last ragged, at every NB the seed declares.
+    nbs = [int(v) for v in next(t for t in parse_tunables(SEED) if t.name == "TB_NB").choices]
+    m = spec.sanitizer_shape[0]
+    assert all(m > nb and m % nb for nb in nbs)
+
+
+def test_the_large_bucket_verifies_past_m_2048_and_times_the_issues_shapes():
+    large = registry.get_path("trsm_blocked", "m2049_16384")
+    assert [s for s in large.verify_shapes if s[0] > accuracy.HOST_REFERENCE_MAX_M] == [
+        (2049, 16), (3001, 5), (4100, 33),
+    ]  # fmt: skip
+    assert (4096, 17) in large.timed_shapes and (129, 8192) in TRSM_BLOCKED.timed_shapes
+    # The largest timed shape (memcheck before a new best) first; determinism at the last.
+    largest = max(large.timed_shapes, key=lambda s: s[0] * s[1])
+    assert largest == large.timed_shapes[0] == (8192, 1024)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -179,6 +219,21 @@ def test_routing_sends_large_shapes_here_and_small_ones_to_trsm_small(dtype):
     assert paths(16384, 16384) == {"trsm_blocked"} and paths(128, 1) == {"trsm_blocked"}
     assert "trsm_small" in paths(64, 64) and "trsm_blocked" not in paths(127, 5)
     assert paths(16385, 1) == set() and paths(128, 16385) == set()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("m", "n", "bucket"),
+    [
+        (128, 1, "m128_2048"), (129, 8192, "m128_2048"), (1024, 1024, "m128_2048"),
+        (2048, 16384, "m128_2048"), (2049, 1, "m2049_16384"), (4096, 17, "m2049_16384"),
+        (8192, 8192, "m2049_16384"), (16384, 16384, "m2049_16384"),
+    ],
+)  # fmt: skip
+def test_routing_answers_with_the_bucket_that_holds_the_shape(dtype, m, n, bucket):
+    routes = [r for r in registry.route("trsm", dtype, m, n) if r.path_id == "trsm_blocked"]
+    assert routes == [registry.Route("trsm_blocked", bucket)]
+    assert TRSM_BLOCKED.bucket_of(m, n) == bucket
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -198,6 +253,33 @@ def test_seed_is_verified_and_timed(dtype):
     assert set(TRSM_BLOCKED.verify_shapes) <= set(report.verified_shapes)
     assert [(t.m, t.n) for t in report.timings] == list(TRSM_BLOCKED.timed_shapes)
     assert all(t.candidate_us > 0 and t.baseline_us > 0 for t in report.timings)
+    assert "lapack_ratio" in report.checks_run
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_large_buckets_verification_passes_the_seed(dtype):
+    """The m2049_16384 bucket's quick check and full verification (every kind, ill-conditioned
+    ones included, at m up to 4100, judged by LAPACK's ratio on the device) without timing:
+    timing at (8192, 1024) waits for evaluator.timing to size its input sets by bytes."""
+    from evaluator.pipeline import Evaluator
+
+    large = registry.get_path("trsm_blocked", "m2049_16384")
+    ev = Evaluator("trsm_blocked", dtype, gpu_index=0, bucket="m2049_16384")
+    try:
+        assert ev.spec.verify_shapes == large.verify_shapes
+        report, cubin = ev.stage1(SEED)
+        assert report.passed, report.failure
+        task = {
+            "kind": "check", "cubin": cubin, "path_id": "trsm_blocked", "dtype": dtype,
+            "shapes": list(large.verify_shapes), "seeds": [11, 12, 13], "growth": True,
+        }  # fmt: skip
+        assert ev.worker is not None
+        result = ev.worker.run(task, 600.0)
+    finally:
+        ev.close()
+    assert result["failure"] is None, result["failure"]
+    assert [tuple(s) for s in result["verified_shapes"]] == list(large.verify_shapes)
 
 
 @pytest.mark.gpu
