@@ -12,6 +12,10 @@ from sqlalchemy.types import TypeDecorator
 
 # JSON documents: JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+# Signed JSON documents (a champion's certificate): JSON text on every backend. JSONB stores
+# numbers as numeric and returns an integral float as an integer, which changes the canonical
+# JSON a signature covers (migration b6d41e8a3f92).
+SignedJSONDocument = JSON()
 
 
 class UTCDateTime(TypeDecorator[datetime]):

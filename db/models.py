@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Mapper, mapped_column, object_session, relationship
 
 from db.base import Base
-from db.columns import JSONDocument, UTCDateTime
+from db.columns import JSONDocument, SignedJSONDocument, UTCDateTime
 from db.states import EvaluationState, JobState
 
 _JOB_STATES = ", ".join(f"'{s.value}'" for s in JobState)
@@ -154,7 +154,7 @@ class Champion(Base):
     signing_key_id: Mapped[str | None] = mapped_column(String(64))
     # kernevo.certificate.Certificate as JSON (what verification ran and did not cover), built at
     # promotion and covered by the signature; None for a champion promoted before certificates.
-    certificate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    certificate: Mapped[dict[str, Any] | None] = mapped_column(SignedJSONDocument)
     promoted_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
 
     program: Mapped[Program] = relationship()

@@ -502,10 +502,10 @@ def test_driver_or_toolkit_differences_are_stated() -> None:
     )
 
 
-@pytest.fixture
-def promoted(seeded, fresh_database_url, monkeypatch, tmp_path) -> Any:
-    """The seeded child promoted with a faked verification (no GPU), signed by a local key."""
-    monkeypatch.setattr(evaluator.champion, "verify_champion", _report)
+def _promote(seeded, url: str, monkeypatch, tmp_path, report=_report) -> Any:
+    """The seeded child promoted with a faked verification (``report``, no GPU), signed by a
+    local key; the loader's trust policy for that key."""
+    monkeypatch.setattr(evaluator.champion, "verify_champion", report)
     monkeypatch.setattr(
         evaluator.compile,
         "compile_cubin",
@@ -513,7 +513,7 @@ def promoted(seeded, fresh_database_url, monkeypatch, tmp_path) -> Any:
     )
     monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.delenv("KERNEVO_SIGNING_KEY", raising=False)
-    engine = make_engine(fresh_database_url)
+    engine = make_engine(url)
     with engine.connect() as conn:
         uid, source = conn.execute(
             select(Program.uid, Program.source).where(Program.id == seeded.child_id)
@@ -525,6 +525,30 @@ def promoted(seeded, fresh_database_url, monkeypatch, tmp_path) -> Any:
     engine.dispose()
     assert outcome.promoted, outcome.reason
     return policy_from_settings(LoaderSettings(key_dir=tmp_path / "keys"))
+
+
+@pytest.fixture
+def promoted(seeded, fresh_database_url, monkeypatch, tmp_path) -> Any:
+    """The seeded child promoted with a faked verification (no GPU), signed by a local key."""
+    return _promote(seeded, fresh_database_url, monkeypatch, tmp_path)
+
+
+def test_a_certificate_with_integral_floats_is_stored_as_signed(
+    seeded, fresh_database_url, monkeypatch, tmp_path, api_client: TestClient
+) -> None:
+    # float64's input scales 2^±900: PostgreSQL's JSONB gave 2^900 back as an integer, the
+    # canonical JSON changed and promotion refused its own signature (migration b6d41e8a3f92).
+    def report(*_: Any) -> ChampionReport:
+        measured = _measured_report()
+        measured.input_scales = [2.0**-900, 2.0**60, 2.0**900]
+        return measured
+
+    policy = _promote(seeded, fresh_database_url, monkeypatch, tmp_path, report)
+
+    body = api_client.get("/v1/kernels/best", params=BEST).json()
+    assert body["certificate"]["input_scales"] == [2.0**-900, 2.0**60, 2.0**900]
+    fetched = parse_champion(body, ChampionKey("nvidia-h200", "trsm_small", "float64", "m64n64"))
+    assert fetched.champion is not None and policy.check(fetched.champion) is None
 
 
 def test_served_and_signed_a_tampered_certificate_is_refused(
