@@ -191,3 +191,22 @@ def test_a_promotion_verifies_at_the_jobs_bucket(bucket, passed, fresh_database_
     finally:
         engine.dispose()
     assert seen == [{"bucket": passed} if passed else {}]
+
+
+@pytest.mark.parametrize(
+    ("bucket", "recorded"), [("m2049_16384", "m2049_16384"), (None, "m128_2048")]
+)
+def test_a_queued_job_is_recorded_at_its_bucket(bucket, recorded, api_client, api_token):
+    """``POST /v1/jobs`` takes the job configuration, bucket included: the queued row's shape
+    bucket is the job's (a promotion checks the two agree)."""
+    from conftest import bearer
+
+    body = {"path": "trsm_blocked", "dtype": "float32", "compile_only": True}
+    response = api_client.post(
+        "/v1/jobs", json={**body, **({"bucket": bucket} if bucket else {})},
+        headers=bearer(api_token),
+    )  # fmt: skip
+    assert response.status_code == 201, response.text
+    assert response.json()["shape_bucket"] == recorded
+    refused = api_client.post("/v1/jobs", json={**body, "bucket": "m1"}, headers=bearer(api_token))
+    assert refused.status_code == 422 and "its buckets: m128_2048" in refused.text

@@ -84,7 +84,7 @@ def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOu
         path=config.path,
         dtype=config.dtype,
         gpu_key=gpu_key,
-        shape_bucket=get_path(config.path).shape_bucket,
+        shape_bucket=get_path(config.path, config.bucket).shape_bucket,
         config=config.model_dump(mode="json"),
         model=config.llm.model,
     )
