@@ -174,6 +174,6 @@ def kernels_access(request: Request) -> Principal | None:
 ReadScope = Depends(require_read)
 WriteScope = Depends(require_write)
 KernelsScope = Depends(kernels_access)
-# The name routes used before scopes: a write.
+# The name routes used before scopes (a write); kept so that code written against it still works.
 TokenDep = WriteScope
 ReadPrincipal = Annotated[Principal, ReadScope]

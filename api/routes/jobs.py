@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
 
-from api.deps import JobId, ReadScope, SessionDep, TokenDep, WriteSessionDep
+from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
 from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
@@ -67,7 +67,7 @@ def _queue_gpu_key(body: JobCreate) -> str:
     "",
     response_model=JobOut,
     status_code=status.HTTP_201_CREATED,
-    dependencies=[TokenDep],
+    dependencies=[WriteScope],
     responses=FORBIDDEN,
 )
 def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOut:
@@ -145,7 +145,7 @@ def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
 @router.patch(
     "/{job_id}",
     response_model=JobOut,
-    dependencies=[TokenDep],
+    dependencies=[WriteScope],
     responses={**FORBIDDEN, **NOT_FOUND, **CONFLICT},
 )
 def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobOut:
