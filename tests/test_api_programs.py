@@ -116,8 +116,10 @@ def _second_job(url: str, report_json: Callable[..., str]) -> dict[str, int]:
             job = repo.create_job(s, path="trsm_small", dtype="float32", gpu="nvidia-h200",
                                   shape_bucket="m64n64", config={}, backend="offline",
                                   model=None)  # fmt: skip
-            plan = [("a", 0, 1.5, "scored"), ("b", 1, 0.7, "scored"), ("c", 1, 3.0, "scored"),
-                    ("d", 0, 0.0, "failed"), ("e", 1, None, None), ("f", 0, None, None)]  # fmt: skip
+            plan = [
+                ("a", 0, 1.5, "scored"), ("b", 1, 0.7, "scored"), ("c", 1, 3.0, "scored"),
+                ("d", 0, 0.0, "failed"), ("e", 1, None, None), ("f", 0, None, None),
+            ]  # fmt: skip
             for i, (uid, island, score, state) in enumerate(plan):
                 program, _ = repo.record_program(
                     s, job_id=job.id, uid=f"job2-{uid}", source=f"// {uid}\n", parent_uid=None,
