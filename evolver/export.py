@@ -1,9 +1,9 @@
 """``kernevo export``: a champion kernel as files, for a deployment or a review without the service.
 
 For every path serving the operation in the dtype (``seeds.registry``, in registry order; one
-path with ``--path``), the champion of its shape bucket on the GPU (``db.repository.
+path with ``--path``), the champion of each of its shape buckets on the GPU (``db.repository.
 best_champion``, the row ``GET /v1/kernels/best`` answers from) is written to
-``<out>/<path>/``:
+``<out>/<path>/`` (``<out>/<path>/<bucket>/`` for a path of several buckets, ``trsm_blocked``):
 
 - ``kernel.cu``: the program's source (its sha256 is ``source_sha256`` in ``champion.json``);
 - ``kernel.cubin``: the verified cubin, checked against its recorded sha256 before it is written;
@@ -60,7 +60,8 @@ def _json(value: Any) -> bytes:
 
 
 def _serving_paths(op: str, dtype: str, path: str | None) -> list[tuple[str, str]]:
-    """(path id, shape bucket) of every path implementing ``op`` in ``dtype``, registry order.
+    """(path id, shape bucket) of every path implementing ``op`` in ``dtype``, one per bucket
+    of a path with several (``PathSpec.bucket_names``), registry order.
 
     Raises:
         ExportError: ``path`` does not implement ``op`` in ``dtype``, or no path does.
@@ -71,11 +72,12 @@ def _serving_paths(op: str, dtype: str, path: str | None) -> list[tuple[str, str
         spec = get_path(path)
         if spec.op != op or dtype not in spec.dtypes:
             raise ExportError(f"path {path} does not implement {op} in {dtype}")
-        return [(spec.path_id, spec.shape_bucket)]
+        return [(spec.path_id, bucket) for bucket in spec.bucket_names]
     found = [
-        (spec.path_id, spec.shape_bucket)
+        (spec.path_id, bucket)
         for spec in PATHS.values()
         if spec.op == op and dtype in spec.dtypes
+        for bucket in spec.bucket_names
     ]
     if not found:
         raise ExportError(f"no path implements {op} in {dtype}")
@@ -109,7 +111,7 @@ def export_champions(
         is not None
     ]
     if not champions:
-        paths = ", ".join(path_id for path_id, _ in serving)
+        paths = ", ".join(dict.fromkeys(path_id for path_id, _ in serving))
         raise ExportError(f"no champion for {op} {dtype} on {gpu_key} (paths {paths})")
     written = []
     for path_id, bucket, champion in champions:
@@ -120,7 +122,8 @@ def export_champions(
                 f"from the recorded {champion.cubin_sha256[:12]}…; not exported"
             )
         program = champion.program
-        folder = out_dir / path_id
+        several = sum(serving_path == path_id for serving_path, _ in serving) > 1
+        folder = out_dir / path_id / bucket if several else out_dir / path_id
         try:
             folder.mkdir(parents=True, exist_ok=True)
             _write(folder / "kernel.cu", program.source.encode())

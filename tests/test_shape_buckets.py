@@ -7,6 +7,7 @@ evaluator's use of a bucket in tests/test_path_parts.py."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,35 @@ def test_a_queued_job_is_recorded_at_its_bucket(bucket, recorded, api_client, ap
     assert response.json()["shape_bucket"] == recorded
     refused = api_client.post("/v1/jobs", json={**body, "bucket": "m1"}, headers=bearer(api_token))
     assert refused.status_code == 422 and "its buckets: m128_2048" in refused.text
+
+
+def test_export_writes_one_folder_per_bucket(fresh_database_url, tmp_path):
+    """``kernevo export`` of a path with two bucket champions writes both, each in a folder of
+    its bucket (one folder per path would have let the second overwrite the first)."""
+    from conftest import H200
+    from test_routing import BLOCKED_LARGE, BLOCKED_SMALL, promote, timing
+
+    from db.session import read_scope
+    from evolver.export import export_champions
+    from evolver.store import open_existing_store
+
+    small = promote(fresh_database_url, BLOCKED_SMALL, 1.3, [timing(1024, 1024, 300.0)])
+    large = promote(fresh_database_url, BLOCKED_LARGE, 1.2, [timing(8192, 1024, 1500.0)])
+    engine = open_existing_store(fresh_database_url)
+    try:
+        with read_scope(engine) as s:
+            written = export_champions(
+                s, op="trsm", dtype="float64", gpu_key=H200, out_dir=tmp_path,
+                path="trsm_blocked",
+            )  # fmt: skip
+    finally:
+        engine.dispose()
+    assert [(e.shape_bucket, e.program_id, e.folder) for e in written] == [
+        ("m128_2048", small, tmp_path / "trsm_blocked" / "m128_2048"),
+        ("m2049_16384", large, tmp_path / "trsm_blocked" / "m2049_16384"),
+    ]
+    for exported in written:
+        champion = json.loads((exported.folder / "champion.json").read_text())
+        assert (champion["shape_bucket"], champion["program_id"]) == (
+            exported.shape_bucket, exported.program_id,
+        )  # fmt: skip
