@@ -490,12 +490,11 @@ def _three_jobs(url: str) -> None:
 
 
 def test_the_api_shows_heartbeat_age_and_stale(fresh_database_url: str) -> None:
+    from conftest import bearer, create_api_token
     from fastapi.testclient import TestClient
 
     from api.app import create_app
     from db.heartbeat import STALE_AFTER_S
-
-    from conftest import bearer, create_api_token
 
     _three_jobs(fresh_database_url)
     reader = bearer(create_api_token(fresh_database_url, "read"))
