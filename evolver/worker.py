@@ -379,7 +379,9 @@ class Worker:
             except OSError as error:
                 self._say(f"job {slot.job_id}: cannot start its process: {error}")
                 with self._session() as s:
-                    queue.return_job(s, slot.job_id, self.id, max_attempts=1)
+                    queue.return_job(
+                        s, slot.job_id, self.id, max_attempts=self.options.max_attempts
+                    )
                 slot.job_id = None
                 continue
             where = "no GPU" if slot.index is None else f"GPU {slot.index}"
