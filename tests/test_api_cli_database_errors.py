@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import API_TOKEN, Seeded, bearer, seed_lineage
+from conftest import API_TOKEN, Seeded, bearer, create_api_token, seed_lineage
 from fastapi.testclient import TestClient
 from test_db_session import exclusive_lock, fingerprint
 
@@ -80,6 +80,20 @@ def test_a_locked_database_is_a_503_and_a_failing_health_check(
         # The lock is gone: the same service answers again.
         assert client.get("/healthz").status_code == 200
         assert client.get(f"/v1/jobs/{seeded.job_id}").json()["state"] == "waiting"
+
+
+def test_a_database_token_on_a_locked_database_is_a_503_not_a_401(
+    sqlite_lineage: tuple[Path, Seeded],
+) -> None:
+    """A token of the database is looked up in it: a locked database cannot say whether the
+    token is valid, so the answer is 503 (retry), never 401 (the token is not at fault)."""
+    path, seeded = sqlite_lineage
+    reader = create_api_token(f"sqlite:///{path}", "read")
+    app = create_app(f"sqlite:///{path}", busy_timeout_s=LOCK_WAIT_S)
+    with TestClient(app, headers=bearer(reader)) as client:
+        with exclusive_lock(path):
+            _assert_one_line_503(client.get(f"/v1/jobs/{seeded.job_id}"), "database is locked")
+        assert client.get(f"/v1/jobs/{seeded.job_id}").status_code == 200
 
 
 def test_a_locked_database_refuses_writes_with_503(
