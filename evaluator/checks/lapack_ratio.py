@@ -42,7 +42,8 @@ order of a correct solve's, well below the threshold (a double-word residual wou
 more than the solve). The full product reads A's lower triangle with zeros above it (``tril``
 of A, whose NaN upper triangle ``tril`` replaces rather than multiplies); a triangular product
 would do half the flops, CuPy exposes no TRMM. Cost at m = n = 16384 on an H200: about 8.8
-TFLOP in float64 (~0.1–0.2 s), 4× that in complex128, and 5 arrays of m² elements.
+TFLOP in float64 (~0.1–0.2 s at the FP64 peak; not measured yet), 4× that in complex128, and 5
+arrays of m² elements.
 """
 
 from __future__ import annotations
