@@ -10,12 +10,12 @@ import base64
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from db.heartbeat import liveness
 from db.listing import ProgramRow
 from db.models import Champion, Evaluation, Job, Program
-from evolver.job_config import JobConfig
+from evolver.job_config import JobConfig, LLMSection
 from seeds.registry import Rule
 
 
@@ -186,6 +186,21 @@ class JobCreate(JobConfig):
         max_length=256,
         description="GPU name or key the job must run on; omitted: any GPU",
     )
+
+    @field_validator("gpu")
+    @classmethod
+    def _printable_gpu(cls, value: str | None) -> str | None:
+        if value is not None and not value.isprintable():
+            raise ValueError("must be printable text (no control characters)")
+        return value
+
+    @field_validator("llm")
+    @classmethod
+    def _printable_model(cls, value: LLMSection) -> LLMSection:
+        # The model name is stored in a text column: PostgreSQL refuses a NUL in one (500).
+        if value.model is not None and not value.model.isprintable():
+            raise ValueError("llm.model must be printable text (no control characters)")
+        return value
 
 
 class JobPatch(BaseModel):

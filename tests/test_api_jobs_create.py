@@ -118,6 +118,17 @@ def test_the_gpu_a_job_asks_for(
             ["body", "llm", "base_url"],
             "",
         ),
+        (
+            # A NUL would reach a PostgreSQL text column (which refuses it: a 500).
+            {"path": "trsm_small", "dtype": "float64", "llm": {"model": "a\x00b"}},
+            ["body", "llm"],
+            "llm.model must be printable text",
+        ),
+        (
+            {"path": "trsm_small", "dtype": "float64", "gpu": "h\x00200"},
+            ["body", "gpu"],
+            "must be printable text",
+        ),
         ({"dtype": "float64"}, ["body", "path"], "Field required"),
         ({"path": "trsm_small", "dtype": "float64", "gpu": ""}, ["body", "gpu"], "at least 1"),
     ],
