@@ -1,15 +1,16 @@
 """Time one kernel source against cuBLAS in several dtypes and print a table.
 
     python -m evaluator.bench --path trsm_small --dtype float64 complex128 [--source FILE]
+    python -m evaluator.bench --path trsm_blocked --bucket m2049_16384 --dtype float64
 
 Each row is graph-replayed device µs per call (median ± IQR), candidate and cuBLAS interleaved in
 one process, the speedup's 95 % interval, the noise floor (the candidate against a second graph
 of itself), the verdict against cuBLAS and the plausibility floor (evaluator/noise.py), plus
 single-call latency; the seed kernel is used when no source is given.
 
-Bad arguments (unknown path or dtype, a source file that is missing, not UTF-8 or too large, a
-device index out of range, a --json folder that does not exist) are one line on stderr and exit
-2 before anything runs; exit 1 when a kernel fails.
+Bad arguments (unknown path, shape bucket of the path or dtype, a source file that is missing,
+not UTF-8 or too large, a device index out of range, a --json folder that does not exist) are
+one line on stderr and exit 2 before anything runs; exit 1 when a kernel fails.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import NoReturn
 from evaluator.pipeline import Evaluator
 from evaluator.report import EvaluationReport
 from seeds.canonical import canonical_source
-from seeds.registry import UnknownPathError, get_path
+from seeds.registry import UnknownBucketError, UnknownPathError, get_path
 
 # A kernel source is tens of kilobytes (the evolver caps candidates at 60 000 characters); a
 # megabyte is the wrong file.
@@ -123,13 +124,20 @@ def main(argv: list[str] | None = None) -> int:
     failed, 2 a usage error)."""
     parser = _Parser(prog="python -m evaluator.bench", description=__doc__)
     parser.add_argument("--path", type=_path_id, default="trsm_small")
+    parser.add_argument("--bucket", help="the path's shape bucket (default: its first)")
     parser.add_argument("--dtype", nargs="+", help="default: every dtype of the path")
     parser.add_argument("--source", type=_source_file, help="kernel source (default: the seed)")
     parser.add_argument("--label", type=_label, default=None)
     parser.add_argument("--gpu", type=_device_index, default=0)
     parser.add_argument("--json", type=_json_file, help="also write the full reports here")
     args = parser.parse_args(argv)
-    spec = get_path(args.path)
+    try:
+        spec = get_path(args.path, args.bucket)
+    except UnknownBucketError:
+        parser.error(
+            f"argument --bucket: unknown shape bucket {_cut(args.bucket)!r} of path {args.path}; "
+            f"its buckets: {', '.join(get_path(args.path).bucket_names)}"
+        )
     args.dtype = args.dtype or list(spec.dtypes)
     unknown = [d for d in args.dtype if d not in spec.dtypes]
     if unknown:
@@ -143,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     reports = []
     for dtype in args.dtype:
-        evaluator = Evaluator(args.path, dtype, args.gpu)
+        evaluator = Evaluator(args.path, dtype, args.gpu, bucket=args.bucket)
         try:
             report = evaluator.evaluate(source)
         finally:

@@ -243,3 +243,37 @@ def test_export_writes_one_folder_per_bucket(fresh_database_url, tmp_path):
         assert (champion["shape_bucket"], champion["program_id"]) == (
             exported.shape_bucket, exported.program_id,
         )  # fmt: skip
+
+
+def test_bench_takes_the_bucket(monkeypatch, capsys):
+    """``python -m evaluator.bench --bucket``: an unknown bucket is a usage error (exit 2),
+    a known one reaches the evaluator."""
+    import evaluator.bench as bench
+    from evaluator.report import EvaluationReport
+
+    with pytest.raises(SystemExit) as caught:
+        bench.main(["--path", "trsm_blocked", "--bucket", "m1", "--dtype", "float64"])
+    assert caught.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "argument --bucket: unknown shape bucket 'm1' of path trsm_blocked; its buckets: "
+            "m128_2048, m2049_16384"
+        )
+    )
+    made: list[tuple[Any, ...]] = []
+
+    class Evaluator:
+        def __init__(self, path_id, dtype, gpu_index, bucket=None):
+            made.append((path_id, dtype, bucket))
+
+        def evaluate(self, source):
+            return EvaluationReport("trsm_blocked", "float64")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench, "Evaluator", Evaluator)
+    bench.main(["--path", "trsm_blocked", "--bucket", "m2049_16384", "--dtype", "float64"])
+    assert made == [("trsm_blocked", "float64", "m2049_16384")]
