@@ -95,9 +95,20 @@ def _timings(score: float) -> list[ShapeTiming]:
         candidate = baseline / score
         timings.append(
             ShapeTiming(
-                m, n, candidate, candidate * 0.02, baseline, baseline * 0.02,
-                candidate + 2.1, baseline + 2.3, candidate * 1.01, 0.02,
-                score * 0.96, score * 1.04, score * 0.96 > 1.02, candidate * 0.3,
+                m,
+                n,
+                candidate,
+                candidate * 0.02,
+                baseline,
+                baseline * 0.02,
+                candidate + 2.1,
+                baseline + 2.3,
+                candidate * 1.01,
+                0.02,
+                score * 0.96,
+                score * 1.04,
+                score * 0.96 > 1.02,
+                candidate * 0.3,
             )  # fmt: skip
         )
     return timings
@@ -124,7 +135,7 @@ def evaluation_report(uid: str, outcome: float | str) -> EvaluationReport:
         report.stage = "compile"
         report.compile = CompileInfo(
             ok=False,
-            log="kernel.cu(112): error: identifier \"TRSM_TILE\" is undefined",
+            log='kernel.cu(112): error: identifier "TRSM_TILE" is undefined',
             options=OPTIONS,
             arch="sm_90",
             nvrtc_version="13.0",
