@@ -954,6 +954,19 @@ def _add_token_commands(commands: Any) -> None:
 # --- parser ------------------------------------------------------------------------------------
 
 
+def _add_gpu_arguments(command: argparse.ArgumentParser) -> None:
+    """``--gpu`` (a GPU name or key) and ``--device`` (the index asked when it is unset)."""
+    command.add_argument(
+        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
+    )
+    command.add_argument(
+        "--device",
+        type=_job_int("gpu", "a device index"),
+        default=0,
+        help="device asked when --gpu is unset",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -1026,15 +1039,7 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument("--dtype", type=_dtype, required=True)
     best.add_argument("--m", type=_dimension, required=True)
     best.add_argument("--n", type=_dimension, required=True)
-    best.add_argument(
-        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
-    )
-    best.add_argument(
-        "--device",
-        type=_job_int("gpu", "a device index"),
-        default=0,
-        help="device asked when --gpu is unset",
-    )
+    _add_gpu_arguments(best)
     best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)
 
@@ -1120,15 +1125,7 @@ def _add_queue_commands(commands: Any) -> None:
     )
     export.add_argument("--op", type=_op, default="trsm")
     export.add_argument("--dtype", type=_dtype, required=True)
-    export.add_argument(
-        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
-    )
-    export.add_argument(
-        "--device",
-        type=_job_int("gpu", "a device index"),
-        default=0,
-        help="device asked when --gpu is unset",
-    )
+    _add_gpu_arguments(export)
     export.add_argument("--path", type=_path_id, help="only this path's champion")
     export.add_argument("-o", "--output", type=_path_arg, required=True, help="folder to write")
     export.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
