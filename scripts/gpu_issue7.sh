@@ -11,6 +11,8 @@ out=${OUT:-gpu-out}; mkdir -p "$out"
 export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
 mkdir -p "$HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$out/bench.md"
+# The kernel filter evaluator.tools.kernel_filter passes (syntax as this version documents it).
+compute-sanitizer --help | grep -A3 -- "--kernel-name" | tee -a "$out/bench.md"
 timeout 240 python3 -m pytest -q -p no:cacheprovider -rs -m gpu --durations=10 tests \
   --ignore=tests/test_redteam_gpu.py 2>&1 | tee "$out/pytest_gpu.log" |
   grep -E "passed|failed|FAILED|ERROR" | tail -15
