@@ -1,5 +1,10 @@
 """The paths kernevo knows, which of them serve a problem (each at one of its shape buckets),
-and which of their champions was measured fastest there."""
+and which of their champions was measured fastest there.
+
+A problem is an op, a dtype and a shape: a tuple of the op's shape parameters in order
+(``seeds.ops``; trsm: ``(m, n)``), passed to :func:`route` and :func:`measured` as trailing
+positional values (``route("trsm", "float64", m, n)``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from . import ops
+from .ops import OPS as OPS  # every op, in registry order (trsm first)
+from .ops import UnknownOpError as UnknownOpError  # raised by route
 from .spec import DTYPES, PathSpec, check_dtype
 from .spec import UnknownBucketError as UnknownBucketError  # raised by get_path
 from .trsm_blocked.spec import TRSM_BLOCKED
@@ -17,15 +25,10 @@ from .trsm_small_z64.spec import TRSM_SMALL_Z64
 PATHS: dict[str, PathSpec] = {
     spec.path_id: spec for spec in (TRSM_SMALL, TRSM_SMALL_Z64, TRSM_BLOCKED)
 }
-OPS: tuple[str, ...] = tuple(sorted({spec.op for spec in PATHS.values()}))
 
 
 class UnknownPathError(ValueError):
     """A path id that the registry does not hold."""
-
-
-class UnknownOpError(ValueError):
-    """An operation name that no path implements."""
 
 
 @dataclass(frozen=True)
@@ -63,26 +66,29 @@ def buckets(path_id: str) -> tuple[str, ...]:
     return get_path(path_id).bucket_names
 
 
-def route(op: str, dtype: str, m: int, n: int) -> list[Route]:
-    """Every path serving ``op`` in ``dtype`` at shape (m, n), each with the shape bucket that
-    holds (m, n) (``PathSpec.bucket_of``: a path with several buckets answers with the one
-    whose envelope holds the shape, ``trsm_blocked`` ``m128_2048`` up to m = 2048 and
-    ``m2049_16384`` above), in registry order (the order of :data:`PATHS`); empty when no path
-    does.
+def route(op: str, dtype: str, *shape: int) -> list[Route]:
+    """Every path serving ``op`` in ``dtype`` at ``shape`` (the op's parameters in order; trsm:
+    ``route(op, dtype, m, n)``), each with the shape bucket that holds it
+    (``PathSpec.bucket_of``: a path with several buckets answers with the one whose envelope
+    holds the shape, ``trsm_blocked`` ``m128_2048`` up to m = 2048 and ``m2049_16384`` above),
+    in registry order (the order of :data:`PATHS`); empty when no path does, an op without
+    paths included.
 
     Paths may overlap (trsm_small and trsm_small_z64 both serve complex128 at m = 64): which
     one answers is the champions' comparison (:func:`fastest`), not the registry's. A path's
     buckets never overlap, so a path appears once.
 
     Raises:
-        UnknownOpError: ``op`` is not an operation of any path.
+        UnknownOpError: ``op`` is not an op of ``seeds.ops.OPS``.
         UnknownDtypeError: ``dtype`` is not a known dtype.
+        seeds.ops.ShapeError: ``shape`` does not have one value per parameter of the op.
     """
-    if op not in OPS:
-        raise UnknownOpError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
+    spec_of_op = ops.get_op(op)
     check_dtype(dtype, DTYPES)
+    if len(shape) != len(spec_of_op.params):
+        spec_of_op.check_shape(shape)  # raises, naming the op's parameters
     served = [
-        (spec.path_id, spec.bucket_of(m, n))
+        (spec.path_id, spec.bucket_of(*shape))
         for spec in PATHS.values()
         if spec.op == op and dtype in spec.dtypes
     ]
@@ -108,30 +114,48 @@ class Measured:
     time_us: float | None
 
 
-def measured(route: Route, metrics: object, m: int, n: int) -> Measured:
+def measured(route: Route, metrics: object, *shape: int) -> Measured:
     """Read a champion's ``metrics`` (the champion row's, as ``GET /v1/kernels/best`` serves
-    them: ``combined_score`` (else ``score``) and ``timings``, a list of ``{m, n, candidate_us,
-    …}``, one per timed shape) for the problem (m, n).
+    them: ``combined_score`` (else ``score``) and ``timings``, a list of ``{<parameter>: value,
+    …, candidate_us, …}`` — trsm's ``{m, n, candidate_us, …}`` — one per timed shape) for the
+    problem ``shape`` (the op's parameters in order; trsm: ``measured(route, metrics, m, n)``).
+    A timing names its shape by the route's path's op parameters, or as a list ``shape``.
 
     A value that is not a finite number > 0 (a string, a bool, NaN, a negative) counts as not
     recorded, and a ``metrics`` of any other form records nothing: the loader reads these from
-    the service, so nothing here raises.
+    the service, so nothing here raises (a route of a path the registry does not hold matches
+    timings by ``shape`` only).
     """
     record = metrics if isinstance(metrics, dict) else {}
     score = _positive(record.get("combined_score"))
     if score is None:
         score = _positive(record.get("score"))
+    spec = PATHS.get(route.path_id)
+    params = spec.params if spec is not None else ()
     time_us = None
     timings = record.get("timings")
     for timing in timings if isinstance(timings, list) else ():
-        if (
-            isinstance(timing, dict)
-            and _exact_int(timing.get("m")) == m
-            and _exact_int(timing.get("n")) == n
-        ):
+        if isinstance(timing, dict) and _timed_at(timing, params, shape):
             time_us = _positive(timing.get("candidate_us"))
             break
     return Measured(route, score, time_us)
+
+
+def _timed_at(timing: dict[str, object], params: Sequence[str], shape: Sequence[int]) -> bool:
+    """Whether a timing entry names ``shape``: by its list ``shape``, else by one key per
+    parameter (integers, not bools)."""
+    listed = timing.get("shape")
+    if isinstance(listed, list):
+        return len(listed) == len(shape) and all(
+            _exact_int(value) == expected for value, expected in zip(listed, shape, strict=True)
+        )
+    return (
+        bool(params)
+        and len(params) == len(shape)
+        and all(
+            _exact_int(timing.get(name)) == value for name, value in zip(params, shape, strict=True)
+        )
+    )
 
 
 def fastest(candidates: Sequence[Measured]) -> tuple[Measured, Rule] | None:

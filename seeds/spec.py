@@ -2,6 +2,10 @@
 that launch it (driver), time it against the vendor library (baseline) and judge its output
 (reference check).
 
+A path serves one op (``seeds.ops``): its shapes are tuples of the op's shape parameters in
+order (trsm: ``(m, n)``), and its envelope and buckets bound each parameter ``p`` by ``p_min``
+(optional, 1 when absent) and ``p_max``.
+
 A new path is one folder ``seeds/<path>/`` (kernel.cu, spec.py, the driver and baseline modules)
 plus one entry in ``seeds.registry.PATHS``: the evaluator, the evolver, the API and the loader
 reach every part through the :class:`PathSpec`.
@@ -11,9 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from . import ops
+from .ops import spec as op_spec
 
 DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 
@@ -21,7 +29,8 @@ DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 # maps it to `scalar_t` and its arithmetic.
 DTYPE_CODES: dict[str, int] = {"float32": 0, "float64": 1, "complex64": 2, "complex128": 3}
 
-Shape = tuple[int, int]
+# A problem shape: the values of the path's op's shape parameters, in order (trsm: (m, n)).
+Shape = tuple[int, ...]
 
 
 class UnknownDtypeError(ValueError):
@@ -96,10 +105,15 @@ def resolve(name: str) -> Any:
     return getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)
 
 
-def _serves(envelope: dict[str, int], m: int, n: int) -> bool:
-    """``m_min`` ≤ m ≤ ``m_max`` and ``n_min`` ≤ n ≤ ``n_max``, a missing lower bound being 1."""
-    env = envelope
-    return env.get("m_min", 1) <= m <= env["m_max"] and env.get("n_min", 1) <= n <= env["n_max"]
+def envelope_params(envelope: dict[str, int]) -> tuple[str, ...]:
+    """The parameters an envelope bounds, in the order their keys first appear
+    (``{"m_min": 128, "m_max": 2048, "n_max": 16384}``: ``("m", "n")``)."""
+    found: list[str] = []
+    for key in envelope:
+        match = ops.BOUND_KEY.match(key)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ class ShapeBucket:
     (path, dtype, GPU, bucket)), so a tunable such as a block size is chosen per bucket.
 
     ``envelope`` (keys as :attr:`PathSpec.envelope`): the shapes the bucket serves, inside the
-    path's; buckets of one path do not overlap, so routing puts (m, n) in one of them. The shape
+    path's; buckets of one path do not overlap, so routing puts a shape in one of them. The shape
     sets may lie anywhere inside the path's envelope: a kernel tuned for large m must still be
     right at small m, and small shapes are where the host reference can check it row by row.
     """
@@ -122,16 +136,22 @@ class ShapeBucket:
     held_out_shapes: tuple[Shape, ...]
     sanitizer_shape: Shape
 
-    def serves(self, m: int, n: int) -> bool:
-        """Whether (m, n) lies inside the bucket's envelope."""
-        return _serves(self.envelope, m, n)
+    def serves(self, *shape: int, params: Sequence[str] | None = None) -> bool:
+        """Whether ``shape`` lies inside the bucket's envelope. ``params``: the op's parameter
+        names in order (:attr:`PathSpec.params`, which the spec passes); ``None``: the ones its
+        envelope bounds, in the order its keys first appear (``envelope_params``)."""
+        names = envelope_params(self.envelope) if params is None else params
+        return op_spec.serves(self.envelope, names, shape)
 
 
 @dataclass(frozen=True)
 class PathSpec:
     """One algorithmic path: a seed kernel plus everything needed to check and time it.
 
-    Shapes are ``(m, n)``: A is m×m, B and X are m×n, column-major, lda = ldb = m.
+    Shapes are tuples of the op's shape parameters (:attr:`params`; ``seeds.ops``): trsm's are
+    ``(m, n)``, A m×m, B and X m×n, column-major, lda = ldb = m. Every shape set must hold
+    shapes of that length, and ``envelope`` must bound every parameter (``p_max``, optional
+    ``p_min``).
 
     The parts, named so that the registry stays cheap to import (:func:`resolve`):
     ``driver_factory`` is a callable ``(cubin, dtype, spec) -> PathDriver`` (:meth:`driver`),
@@ -181,19 +201,38 @@ class PathSpec:
         own shape fields (which are one bucket's).
 
         Raises:
-            ValueError: naming the bucket and what is wrong.
+            seeds.ops.UnknownOpError: ``op`` is not an op of ``seeds.ops.OPS``.
+            ValueError: naming the bucket and what is wrong, or a shape of the wrong length.
         """
+        params = self.params
+        if missing := [p for p in params if f"{p}_max" not in self.envelope]:
+            raise ValueError(f"{self.path_id}: the envelope has no bound {missing[0]}_max")
+        shape_sets = (self.quick_shapes, self.verify_shapes, self.timed_shapes,
+                      self.held_out_shapes, (self.sanitizer_shape,))  # fmt: skip
+        for bucket in self.buckets:
+            shape_sets += (bucket.quick_shapes, bucket.verify_shapes, bucket.timed_shapes,
+                           bucket.held_out_shapes, (bucket.sanitizer_shape,))  # fmt: skip
+        for shapes in shape_sets:
+            if wrong := [shape for shape in shapes if len(shape) != len(params)]:
+                raise ValueError(
+                    f"{self.path_id}: shape {wrong[0]} is not a shape of {self.op} "
+                    f"({', '.join(params)})"
+                )
         names = [bucket.name for bucket in self.buckets]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.path_id}: bucket names repeat: {names}")
         for bucket in self.buckets:
-            env = bucket.envelope
-            corners = [(env.get("m_min", 1), env.get("n_min", 1)), (env["m_max"], env["n_max"])]
-            if not all(self.serves(m, n) for m, n in corners):
+            try:
+                corners = op_spec.corners(bucket.envelope, params)
+            except KeyError as missing:
+                raise ValueError(
+                    f"{self.path_id}: bucket {bucket.name}'s envelope has no bound {missing}"
+                ) from None
+            if not all(self.serves(*corner) for corner in corners):
                 raise ValueError(f"{self.path_id}: bucket {bucket.name} leaves the envelope")
         for i, first in enumerate(self.buckets):
             for second in self.buckets[i + 1 :]:
-                if _overlap(first.envelope, second.envelope):
+                if op_spec.overlap(first.envelope, second.envelope, params):
                     raise ValueError(f"{self.path_id}: buckets {first.name}, {second.name} overlap")
         if self.buckets and self._own_bucket() not in self.buckets:
             raise ValueError(
@@ -208,6 +247,16 @@ class PathSpec:
             self.shape_bucket, envelope, self.quick_shapes, self.verify_shapes,
             self.timed_shapes, self.held_out_shapes, self.sanitizer_shape,
         )  # fmt: skip
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The names of the op's shape parameters, in the order of this path's shapes
+        (``seeds.ops``; trsm: ``("m", "n")``).
+
+        Raises:
+            seeds.ops.UnknownOpError: ``op`` is not an op of ``seeds.ops.OPS``.
+        """
+        return ops.get_op(self.op).param_names
 
     @property
     def bucket_names(self) -> tuple[str, ...]:
@@ -239,14 +288,16 @@ class PathSpec:
             sanitizer_shape=bucket.sanitizer_shape,
         )
 
-    def bucket_of(self, m: int, n: int) -> str | None:
-        """The name of the bucket that serves (m, n), or ``None`` outside the envelope (a path
-        without buckets: ``shape_bucket`` wherever :meth:`serves`)."""
-        if not self.serves(m, n):
+    def bucket_of(self, *shape: int) -> str | None:
+        """The name of the bucket that serves ``shape`` (trsm: ``bucket_of(m, n)``), or
+        ``None`` outside the envelope (a path without buckets: ``shape_bucket`` wherever
+        :meth:`serves`)."""
+        if not self.serves(*shape):
             return None
         if not self.buckets:
             return self.shape_bucket
-        return next((b.name for b in self.buckets if b.serves(m, n)), None)
+        params = self.params
+        return next((b.name for b in self.buckets if b.serves(*shape, params=params)), None)
 
     def seed_source(self) -> str:
         """The seed kernel's CUDA source text."""
@@ -266,11 +317,12 @@ class PathSpec:
             *self.extra_options,
         ]
 
-    def serves(self, m: int, n: int) -> bool:
-        """Whether (m, n) lies inside this path's shape envelope: ``m_min`` ≤ m ≤ ``m_max`` and
-        ``n_min`` ≤ n ≤ ``n_max``, a missing lower bound being 1 (``trsm_small_z64`` serves
-        m = 64 only)."""
-        return _serves(self.envelope, m, n)
+    def serves(self, *shape: int) -> bool:
+        """Whether ``shape`` (the op's parameters in order; trsm: ``serves(m, n)``) lies inside
+        this path's envelope: ``p_min`` ≤ value ≤ ``p_max`` for every parameter ``p``, a missing
+        lower bound being 1 (``trsm_small_z64`` serves m = 64 only). A shape of another length
+        is not served."""
+        return op_spec.serves(self.envelope, self.params, shape)
 
     def driver(self, cubin: bytes, dtype: str) -> PathDriver:
         """This path's driver over ``cubin`` (compiled for ``dtype``), loaded in the current CUDA
@@ -289,10 +341,3 @@ class PathSpec:
             OSError: the vendor library cannot be loaded.
         """
         return resolve(self.baseline_factory)(dtype)
-
-
-def _overlap(first: dict[str, int], second: dict[str, int]) -> bool:
-    """Whether two envelopes share a shape."""
-    m = max(first.get("m_min", 1), second.get("m_min", 1)) <= min(first["m_max"], second["m_max"])
-    n = max(first.get("n_min", 1), second.get("n_min", 1)) <= min(first["n_max"], second["n_max"])
-    return m and n

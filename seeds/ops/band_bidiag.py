@@ -1,0 +1,161 @@
+"""The op ``band_bidiag``: reduce an upper-banded n×n matrix of bandwidth BW to upper bidiagonal
+form B = Qᵀ·A·P (Q, P orthogonal), returning B's diagonal d (n) and superdiagonal e (n − 1); its
+shapes are ``(n, bandwidth)``. Singular values are what a reduction must keep: the bidiagonal
+form itself is not unique (signs, and the order of the rotations or reflections).
+
+The band is given in LAPACK's band storage (``?gbbrd`` with kl = 0, ku = BW): an array ``ab``
+of shape (BW + 1, n) with ``ab[BW + i - j, j] = A[i, j]`` for max(0, j − BW) ≤ i ≤ j, the
+diagonal in the last row; column-major (Fortran order, ldab = BW + 1) for a champion kernel.
+The loader's callable (:class:`BandBidiagCall`) is ``solver(band) -> (d, e)``, never writing
+``band``; its fallback is LAPACK ``?gbbrd`` on the host's CPU (:func:`lapack_gbbrd`: SciPy's
+LAPACK, the single-threaded reference code), with the band copied from the device and d, e
+copied back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from .spec import INT32_MAX, OpSpec, ShapeParam, ShapeRelation, device_index
+
+BAND_BIDIAG = OpSpec(
+    name="band_bidiag",
+    params=(
+        ShapeParam("n", 1, INT32_MAX, "order of the square band matrix"),
+        ShapeParam("bandwidth", 0, INT32_MAX, "superdiagonals of the upper band"),
+    ),
+    dtypes=("float32", "float64"),
+    semantics=(
+        "band to upper bidiagonal reduction: A n x n upper banded with bandwidth BW, in LAPACK "
+        "band storage (BW + 1) x n; returns d (n) and e (n - 1) of B = Q^T A P with the "
+        "singular values of A."
+    ),
+    shape_words="upper band {n}x{n} of bandwidth {bandwidth}",
+    call_factory="ops.band_bidiag:BandBidiagCall",
+    fallback_library="LAPACK ?gbbrd on the host CPU (SciPy's LAPACK, single-threaded)",
+    fallback_route="lapack",
+    relations=(ShapeRelation("bandwidth <= n - 1", lambda s: s["bandwidth"] <= s["n"] - 1),),
+)
+
+
+def check_band(band: Any) -> tuple[int, int]:
+    """Check the band operand and return (n, bandwidth).
+
+    ``band`` must be a 2-D device array (CuPy) of float32 or float64 in LAPACK upper band
+    storage: shape (BW + 1, n) with n ≥ 1 and BW ≤ n − 1.
+
+    Raises:
+        TypeError: a host array or another dtype.
+        ValueError: not 2-D, empty, or more superdiagonals than the matrix has.
+    """
+    if device_index(band) is None:
+        raise TypeError(f"expected a CuPy array, got {type(band).__name__}")
+    if band.dtype.char not in "fd":
+        raise TypeError(f"band must be float32 or float64, got {band.dtype}")
+    if band.ndim != 2 or band.shape[0] < 1 or band.shape[1] < 1:
+        raise ValueError(f"band must be (bandwidth + 1, n) with n >= 1, got shape {band.shape}")
+    n, bandwidth = int(band.shape[1]), int(band.shape[0]) - 1
+    if bandwidth > n - 1:
+        raise ValueError(f"a {n}x{n} matrix has at most {n - 1} superdiagonals; got {bandwidth}")
+    return n, bandwidth
+
+
+def _lapack_routine(dtype_char: str) -> Any:
+    """SciPy's ``?gbbrd`` (``scipy.linalg.cython_lapack``) as a ctypes function.
+
+    Raises:
+        ModuleNotFoundError: SciPy is not installed (``pip install scipy``).
+    """
+    from scipy.linalg import cython_lapack
+
+    capsule = cython_lapack.__pyx_capi__[f"{dtype_char}gbbrd"]
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+    real = ctypes.c_float if dtype_char == "s" else ctypes.c_double
+    integer, scalars = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(real)
+    # ?gbbrd(vect, m, n, ncc, kl, ku, ab, ldab, d, e, q, ldq, pt, ldpt, c, ldc, work, info)
+    prototype = ctypes.CFUNCTYPE(
+        None, ctypes.c_char_p, integer, integer, integer, integer, integer, scalars, integer,
+        scalars, scalars, scalars, integer, scalars, integer, scalars, integer, scalars, integer,
+    )  # fmt: skip
+    return prototype(address), real
+
+
+def lapack_gbbrd(ab: Any) -> tuple[Any, Any]:
+    """LAPACK ``?gbbrd`` (vect = 'N', kl = 0, ku = BW, m = n) on a host band ``ab`` of shape
+    (BW + 1, n) in upper band storage (NumPy, float32 or float64; not modified): d (n) and
+    e (n − 1) of the upper bidiagonal form, in ``ab``'s dtype. O(n²·BW) flops on one core.
+
+    Raises:
+        TypeError: ``ab`` is not float32 or float64.
+        ValueError: not 2-D or empty.
+        RuntimeError: LAPACK returned INFO < 0 (an argument it refused: our bug).
+        ModuleNotFoundError: SciPy is not installed.
+    """
+    import numpy
+
+    if ab.dtype.char not in "fd":
+        raise TypeError(f"band must be float32 or float64, got {ab.dtype}")
+    if ab.ndim != 2 or ab.shape[0] < 1 or ab.shape[1] < 1:
+        raise ValueError(f"band must be (bandwidth + 1, n) with n >= 1, got shape {ab.shape}")
+    routine, real = _lapack_routine("s" if ab.dtype.char == "f" else "d")
+    work_band = numpy.array(ab, order="F", copy=True)  # ?gbbrd overwrites its band
+    ldab, n = work_band.shape
+    d = numpy.zeros(n, ab.dtype)
+    e = numpy.zeros(max(n - 1, 1), ab.dtype)
+    work = numpy.zeros(2 * n, ab.dtype)
+    unused = numpy.zeros(1, ab.dtype)  # Q, P^T and C: not formed (vect = 'N', ncc = 0)
+
+    def integer(value: int) -> Any:
+        return ctypes.byref(ctypes.c_int(value))
+
+    def scalars(array: Any) -> Any:
+        return array.ctypes.data_as(ctypes.POINTER(real))
+
+    info = ctypes.c_int(0)
+    routine(
+        b"N", integer(n), integer(n), integer(0), integer(0), integer(ldab - 1),
+        scalars(work_band), integer(ldab), scalars(d), scalars(e), scalars(unused), integer(1),
+        scalars(unused), integer(1), scalars(unused), integer(1), scalars(work),
+        ctypes.byref(info),
+    )  # fmt: skip
+    if info.value != 0:
+        raise RuntimeError(f"?gbbrd returned INFO = {info.value}")
+    return d, e[: n - 1]
+
+
+class BandBidiagCall:
+    """The loader's call of ``band_bidiag`` (``seeds.ops.spec.OpCall``): ``solver(band)``
+    returns (d, e) as device arrays of ``band``'s dtype and never writes ``band``. A champion
+    kernel takes a Fortran-ordered band (ldab = BW + 1) of the loaded dtype on the solver's
+    device; LAPACK on the host takes the rest."""
+
+    def shape(self, band: Any) -> tuple[int, int]:
+        """(n, bandwidth) (:func:`check_band`)."""
+        return check_band(band)
+
+    def kernel_ready(self, dtype: str, device: int, band: Any) -> bool:
+        """The loaded dtype, Fortran order, the solver's device."""
+        return band.dtype == dtype and band.flags.f_contiguous and device_index(band) == device
+
+    def fallback(self, band: Any) -> tuple[Any, Any]:
+        """LAPACK ``?gbbrd`` on the host (:func:`lapack_gbbrd`), d and e copied to ``band``'s
+        device."""
+        import cupy
+
+        check_band(band)
+        d, e = lapack_gbbrd(cupy.asnumpy(band))
+        with cupy.cuda.Device(device_index(band)):
+            return cupy.asarray(d), cupy.asarray(e)
+
+    def snapshot(self, band: Any) -> None:
+        """Nothing: the solver never writes ``band``."""
+        return None
+
+    def restore(self, snapshot: Any, band: Any) -> None:
+        """Nothing to put back."""
