@@ -18,6 +18,7 @@ first promotion, private key mode 0600), so that a loader trusting that key runs
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from seeds.spec import PathSpec
 
 if TYPE_CHECKING:
     from db.models import Champion
+    from evaluator.champion import ChampionReport
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,14 @@ def promote_best(
     uid: str,
     source: str,
     signing_key: SigningKey | None = None,
+    verify: Callable[[str, bytes | None], ChampionReport] | None = None,
 ) -> PromotionOutcome:
     """Verify program ``uid`` (already recorded) on GPU ``gpu_index`` and promote it to champion
     of (path, dtype, ``gpu_key``, shape bucket) when it is fully verified and beats the current
     champion's score (combined score: geometric-mean speedup over cuBLAS), signed with
     ``signing_key`` (default: :func:`configured_signing_key`, read before verification starts).
+    ``verify(source, rival_cubin)`` replaces the local ``evaluator.champion.verify_champion``
+    (a job on a Dask cluster verifies on a worker of its GPU key: ``evolver.cluster``).
 
     Raises:
         db.errors.RepositoryError: the program is not recorded, or the store refuses the
@@ -90,7 +95,10 @@ def promote_best(
     key = signing_key if signing_key is not None else configured_signing_key()
     # The bucket's shapes are verified and timed (a path of one bucket has only its own).
     at_bucket = {"bucket": spec.shape_bucket} if len(spec.bucket_names) > 1 else {}
-    report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin, **at_bucket)
+    if verify is not None:
+        report = verify(source, rival_cubin)
+    else:
+        report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin, **at_bucket)
     data = json.loads(report.to_json())
     ok = report.status == "ok"
     gpu = report.gpu

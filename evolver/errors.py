@@ -46,3 +46,8 @@ class SigningKeyError(EvolverError, ValueError):
 class WorkerError(EvolverError, RuntimeError):
     """``kernevo worker`` cannot serve the queue as asked (a second worker on one SQLite file,
     several slots on SQLite, options that contradict each other)."""
+
+
+class ClusterError(EvolverError, RuntimeError):
+    """The Dask cluster a job was told to evaluate on cannot serve it: its scheduler does not
+    answer, no worker of the job's GPU key joins, or the cluster's GPU models are ambiguous."""
