@@ -7,6 +7,11 @@ KERNEVO_EVAL_DTYPE, KERNEVO_EVAL_GPU (device index, or "none" to stop after comp
 KERNEVO_REPORT_DIR (full reports, one JSON per program source sha256, read by the
 lineage recorder; and ``job-best.json``, the job's best passing score, see
 ``evaluator.new_best``), KERNEVO_JOB_PID (which run of the job that record belongs to).
+With KERNEVO_EVAL_SCHEDULER set (a Dask scheduler's address; KERNEVO_EVAL_GPU_KEY, the GPU key
+whose workers may run the job's candidates; KERNEVO_EVAL_WAIT_S, the longest one ``evaluate``
+waits), ``evaluate`` sends the candidate to a Dask worker of that key instead of the local GPU
+worker (``evaluator.dask_client``); the job-wide best, memcheck's gate and the report file stay
+here. ``evaluate_stage1`` always runs locally.
 
 The evolver calls ``evaluate`` with OpenEvolve's own cascade off: ``evaluate`` runs the same
 cascade internally (cheap rejections first), and OpenEvolve's cascade would, on its own stage-2
@@ -30,13 +35,17 @@ from pathlib import Path
 
 from openevolve.evaluation_result import EvaluationResult
 
+from evaluator.candidate import evaluate_candidate, hold_to_parent
 from evaluator.new_best import JobBest, gate_new_best, memcheck
-from evaluator.parent_context import Parent, current_parent
+from evaluator.parent_context import current_parent
 from evaluator.pipeline import Evaluator
 from evaluator.profile import attach_profile
 from evaluator.report import EvaluationReport
-from evaluator.score import held_to_parent
 
+__all__ = ["evaluate", "evaluate_stage1", "evaluate_stage2", "hold_to_parent", "read_program"]
+
+# Set by the evolver when the job evaluates on a Dask cluster (evaluator.dask_client).
+SCHEDULER_VARIABLE = "KERNEVO_EVAL_SCHEDULER"
 _EVALUATOR: Evaluator | None = None
 _JOB_BEST: JobBest | None = None
 
@@ -82,18 +91,6 @@ def read_program(program_path: str) -> str:
         return fh.read()
 
 
-def hold_to_parent(report: EvaluationReport, parent: Parent) -> None:
-    """Hold ``report``'s score at its parent's unless it was faster than the parent beyond noise
-    when both were timed in the same rounds (``evaluator.score.held_to_parent``), saying so."""
-    held = held_to_parent(report.combined_score, parent.combined_score, report.rival_timings)
-    if held != report.combined_score:
-        report.notes.append(
-            f"not faster than its parent beyond the noise floor when timed in the same rounds: "
-            f"score held at the parent's {held:.4f} (measured {report.combined_score:.4f})"
-        )
-        report.combined_score = held
-
-
 def evaluate(program_path: str) -> EvaluationResult:
     """Full evaluation of the candidate at ``program_path``; ``combined_score`` 0 on failure.
 
@@ -106,16 +103,12 @@ def evaluate(program_path: str) -> EvaluationResult:
     and is then profiled with Nsight Compute.
     """
     source = read_program(program_path)
+    if os.environ.get(SCHEDULER_VARIABLE):  # the Dask backend (issue 10); Dask imported only here
+        from evaluator.dask_client import remote_evaluations
+
+        return _finish(source, remote_evaluations().evaluate(source, current_parent(), _job_best()))
     evaluator = _evaluator()
-    report, cubin = evaluator.stage1(source)
-    if report.passed:
-        parent = current_parent()
-        rival = None
-        if parent is not None and parent.combined_score > 0 and parent.source != source:
-            rival = evaluator.compile_rival(parent.source, report)
-        report = evaluator.stage2(report, cubin, rival, rival_name="parent")
-        if report.passed and rival is not None and parent is not None:
-            hold_to_parent(report, parent)
+    report, cubin = evaluate_candidate(evaluator, source, current_parent())
     gpu_index = evaluator.gpu_index
     if report.passed and gpu_index is not None:
         spec, dtype = evaluator.spec, evaluator.dtype

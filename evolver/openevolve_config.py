@@ -35,11 +35,15 @@ def build_config(
     system_message: str,
     template_dir: Path,
     output_dir: Path,
+    parallel_evaluations: int = 1,
 ) -> Config:
     """OpenEvolve's configuration for ``job``.
 
     ``models`` come from ``evolver.llm.model_configs``; ``system_message`` and ``template_dir``
     from ``evolver.prompts``; ``output_dir`` holds checkpoints, logs, artifacts and the trace.
+    ``parallel_evaluations``: OpenEvolve's pool workers, each running one iteration (prompt,
+    LLM, evaluation) at a time: 1 on the local GPU; on a Dask cluster the candidates kept in
+    flight (``evolver.cluster``).
     """
     llm = job.llm
     return Config(
@@ -98,8 +102,9 @@ def build_config(
             # check, full check and timing) itself; OpenEvolve's cascade would keep stage-1
             # metrics when its own stage-2 timeout fires.
             cascade_evaluation=False,
-            # One timed candidate per GPU at a time.
-            parallel_evaluations=1,
+            # One timed candidate per GPU at a time: one on the local GPU; on a Dask cluster
+            # each worker runs one at a time and the job keeps several in flight.
+            parallel_evaluations=parallel_evaluations,
             use_llm_feedback=False,
             enable_artifacts=True,
         ),

@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from sqlalchemy import Engine, func, select
 from evolver import openevolve_host as host
 from evolver.champion import MIN_CHAMPION_SCORE, promote_best
 from evolver.checkpoints import Checkpoint, JobLock, ResumePoint, choose_resume_point
+from evolver.cluster import ClusterOptions, EvaluationCluster
 from evolver.errors import (
     EvolverError,
     JobFailedError,
@@ -61,6 +62,9 @@ from seeds.registry import get_path
 
 NO_GPU_KEY = "none"
 NO_GPU_ARCH = "sm_90"  # what compile-only evaluations target (evaluator default)
+# On a Dask cluster an evaluation waits this much less than OpenEvolve's own timeout, which
+# would drop the child (evaluator.dask_client: an infra_error report instead).
+CLUSTER_WAIT_MARGIN_S = 20
 _UNFINISHED = ("waiting", "running", "failed")
 
 Write = Callable[[str], None]
@@ -144,13 +148,34 @@ def _prepare_work_root(work_dir: Path) -> Path:
     return root
 
 
-def _preflight(job: JobConfig, settings: EvolverSettings) -> tuple[GpuFacts | None, LLMBackend]:
-    """Check the GPU, the signing key and the LLM endpoint before anything is written.
+@contextmanager
+def _evaluating_on(
+    cluster: ClusterOptions | None, *, compile_only: bool, gpu_key: str | None = None
+) -> Iterator[EvaluationCluster | None]:
+    """The job's Dask cluster (``evolver.cluster.open_cluster``), or ``None`` without one: the
+    local GPU worker, and Dask is never imported."""
+    if cluster is None:
+        yield None
+        return
+    from evolver.cluster import open_cluster
+
+    with open_cluster(cluster, compile_only=compile_only, gpu_key=gpu_key) as evaluation:
+        yield evaluation
+
+
+def _preflight(
+    job: JobConfig, settings: EvolverSettings, evaluation: EvaluationCluster | None = None
+) -> tuple[GpuFacts | None, LLMBackend]:
+    """Check the GPU (the local one, or the device of the cluster's workers), the signing key
+    and the LLM endpoint before anything is written.
 
     Raises:
         NoGpuError, SigningKeyError, LLMEndpointError: one line.
     """
-    gpu = None if job.compile_only else query_gpu(job.gpu)
+    if job.compile_only:
+        gpu = None
+    else:
+        gpu = evaluation.facts if evaluation is not None else query_gpu(job.gpu)
     if gpu is not None and settings.signing_key is not None:
         # A key that cannot sign would otherwise surface only at the first promotion, hours in.
         from kernevo.keys import KeyFileError, load_signing_key
@@ -166,29 +191,46 @@ def _preflight(job: JobConfig, settings: EvolverSettings) -> tuple[GpuFacts | No
 
 
 def start_job(
-    job: JobConfig, *, settings: EvolverSettings, database_url: str, write: Write = print
+    job: JobConfig,
+    *,
+    settings: EvolverSettings,
+    database_url: str,
+    write: Write = print,
+    cluster: ClusterOptions | None = None,
 ) -> JobOutcome:
-    """Create and run a new job.
+    """Create and run a new job, on the Dask cluster of ``cluster`` when given
+    (``evolver.cluster``), else on the local GPU.
 
     Raises:
         NoGpuError, LLMEndpointError, WorkDirError, StoreError: before the job row exists.
+        ClusterError: the cluster cannot serve the job (before the job row exists).
         JobStopped: SIGTERM before the job row exists (after, the outcome says so).
         WorkDirError: the job's own folder cannot be created or locked; the row is then
             marked ``failed``.
         JobFailedError: an unexpected error after; the job row is then marked ``failed``
             (resumable).
     """
-    with _stopping_on_sigterm():
-        return _start_job(job, settings=settings, database_url=database_url, write=write)
+    with (
+        _stopping_on_sigterm(),
+        _evaluating_on(cluster, compile_only=job.compile_only) as evaluation,
+    ):
+        return _start_job(
+            job, settings=settings, database_url=database_url, write=write, evaluation=evaluation
+        )
 
 
 def _start_job(
-    job: JobConfig, *, settings: EvolverSettings, database_url: str, write: Write
+    job: JobConfig,
+    *,
+    settings: EvolverSettings,
+    database_url: str,
+    write: Write,
+    evaluation: EvaluationCluster | None,
 ) -> JobOutcome:
     from db import repository
     from db.session import session_scope
 
-    gpu, backend = _preflight(job, settings)
+    gpu, backend = _preflight(job, settings, evaluation)
     _prepare_work_root(settings.work_dir)
     engine = open_store(database_url)
     spec = get_path(job.path, job.bucket)
@@ -211,7 +253,15 @@ def _start_job(
             )
             job_id = row.id  # known before the commit: a stop during it still marks the row
         return _run(
-            job, job_id, engine, gpu, backend, settings=settings, resuming=False, write=write
+            job,
+            job_id,
+            engine,
+            gpu,
+            backend,
+            settings=settings,
+            resuming=False,
+            write=write,
+            evaluation=evaluation,
         )
     except JobStopped as stop:  # between the row's creation and _run's own guard
         _stop_caught()
@@ -227,8 +277,10 @@ def resume_job(
     settings: EvolverSettings,
     database_url: str,
     write: Write = print,
+    cluster: ClusterOptions | None = None,
 ) -> JobOutcome:
-    """Continue an unfinished job from its newest checkpoint.
+    """Continue an unfinished job from its newest checkpoint, on the Dask cluster of
+    ``cluster`` when given (the job's GPU key's workers), else on the local GPU.
 
     ``job_id`` ``None`` picks the newest unfinished job of ``overrides["path"]`` and
     ``overrides["dtype"]`` (and ``overrides["bucket"]``, the shape bucket, when given).
@@ -238,13 +290,19 @@ def resume_job(
 
     Raises:
         ResumeError: no such job, a finished one, a running one, or another GPU model.
-        NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError: one line.
+        NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError,
+            ClusterError: one line.
         JobStopped: SIGTERM before the job's lock was taken (the row is left as it was: it may
             be another process's running job).
     """
     with _stopping_on_sigterm():
         return _resume_job(
-            job_id, overrides=overrides, settings=settings, database_url=database_url, write=write
+            job_id,
+            overrides=overrides,
+            settings=settings,
+            database_url=database_url,
+            write=write,
+            cluster=cluster,
         )
 
 
@@ -255,6 +313,7 @@ def _resume_job(
     settings: EvolverSettings,
     database_url: str,
     write: Write,
+    cluster: ClusterOptions | None,
 ) -> JobOutcome:
     from db import repository
     from db.session import session_scope
@@ -295,23 +354,26 @@ def _resume_job(
         job = validate_job_config(stored, f"job {row.id} config")
         job_id, gpu_key = row.id, row.gpu_key
         best_score, best_speedup = row.best_score, row.best_speedup
-    gpu, backend = _preflight(job, settings)
-    _prepare_work_root(settings.work_dir)
-    here = gpu.key if gpu else NO_GPU_KEY
-    if here != gpu_key:
-        raise ResumeError(f"job {job_id} ran on {gpu_key}; this job now would run on {here}")
-    return _run(
-        job,
-        job_id,
-        engine,
-        gpu,
-        backend,
-        settings=settings,
-        resuming=True,
-        write=write,
-        best_score=best_score,
-        best_speedup=best_speedup,
-    )
+    on_key = None if gpu_key == NO_GPU_KEY else gpu_key
+    with _evaluating_on(cluster, compile_only=job.compile_only, gpu_key=on_key) as evaluation:
+        gpu, backend = _preflight(job, settings, evaluation)
+        _prepare_work_root(settings.work_dir)
+        here = gpu.key if gpu else NO_GPU_KEY
+        if here != gpu_key:
+            raise ResumeError(f"job {job_id} ran on {gpu_key}; this job now would run on {here}")
+        return _run(
+            job,
+            job_id,
+            engine,
+            gpu,
+            backend,
+            settings=settings,
+            resuming=True,
+            write=write,
+            best_score=best_score,
+            best_speedup=best_speedup,
+            evaluation=evaluation,
+        )
 
 
 def _count_programs(engine: Engine, job_id: int) -> int:
@@ -350,6 +412,7 @@ def _run(
     write: Write,
     best_score: float | None = None,
     best_speedup: float | None = None,
+    evaluation: EvaluationCluster | None = None,
 ) -> JobOutcome:
     spec = get_path(job.path, job.bucket)
     work = (settings.work_dir / f"job-{job_id}").resolve()
@@ -374,6 +437,7 @@ def _run(
                 write=write,
                 best_score=best_score,
                 best_speedup=best_speedup,
+                evaluation=evaluation,
             )
         except BaseException as error:
             if isinstance(error, JobStopped):  # SIGTERM in setup: an outcome, as in the run
@@ -451,6 +515,7 @@ def _run_locked(
     write: Write,
     best_score: float | None,
     best_speedup: float | None,
+    evaluation: EvaluationCluster | None,
 ) -> JobOutcome:
     from openevolve.controller import EvolutionFailedError, OpenEvolve
 
@@ -483,6 +548,9 @@ def _run_locked(
     def promote(best: Best) -> None:
         if gpu is None or best.score <= MIN_CHAMPION_SCORE:
             return
+        verify = None
+        if evaluation is not None:  # on a worker of the job's GPU key
+            verify = evaluation.champion_verifier(spec.path_id, spec.shape_bucket, job.dtype)
         try:
             outcome = promote_best(
                 engine,
@@ -492,6 +560,7 @@ def _run_locked(
                 gpu_key=gpu.key,
                 uid=best.uid,
                 source=best.source,
+                verify=verify,
             )
             write(f"job {job_id} | {outcome.reason}")
         except Exception as error:  # verification is a side activity: report, keep evolving
@@ -531,6 +600,8 @@ def _run_locked(
     for name, failure in point.rejected:
         write(f"job {job_id} | {name} is broken, not resumed from: {failure.describe()}")
     write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work))
+    if evaluation is not None:
+        write(f"job {job_id} | evaluating on {evaluation.describe()}")
     if rerun_through is not None and rerun_through > done:
         write(
             f"job {job_id} | iterations {done + 1}..{min(rerun_through, job.iterations)} ran "
@@ -546,6 +617,8 @@ def _run_locked(
         "KERNEVO_EVAL_ARCH": gpu.arch if gpu else NO_GPU_ARCH,
         host.JOB_PID_VARIABLE: str(os.getpid()),
     }
+    if evaluation is not None:
+        env |= evaluation.environment(wait_s=job.evaluator_timeout_s - CLUSTER_WAIT_MARGIN_S)
     failure: str | None = None
     final: tuple[str, str, dict[str, float]] | None = None
     received: list[int] = []
@@ -556,6 +629,7 @@ def _run_locked(
             system_message=system_message(spec, job.dtype, gpu),
             template_dir=templates,
             output_dir=output_dir,
+            parallel_evaluations=evaluation.in_flight if evaluation is not None else 1,
         )
         with host.quiet_console():
             oe = OpenEvolve(
@@ -572,6 +646,7 @@ def _run_locked(
                 host.signal_handlers_restored(),
                 host.noting_signals() as received,
                 host.keeping_last_checkpoints(oe, output_dir, job.keep_checkpoints),
+                evaluation.watching(stop) if evaluation is not None else nullcontext(),
             ):
                 try:
                     best = asyncio.run(
@@ -587,8 +662,10 @@ def _run_locked(
             final = checkpoint.best_program()  # killed after its last iteration
     if recorder.fatal is not None:
         raise recorder.fatal
+    if evaluation is not None and evaluation.lost is not None:
+        failure = evaluation.lost_line(job_id)  # the run was stopped: nothing to promote
 
-    if final is not None and not reporter.cancelled:
+    if final is not None and not reporter.cancelled and failure is None:
         uid, source, metrics = final
         reporter.consider(
             uid,

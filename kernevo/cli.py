@@ -183,6 +183,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     }
 
     write = ConsoleWriter()
+    cluster = _cluster_options(args)
 
     if args.resume is not None:
         if args.config is not None:
@@ -194,6 +195,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
             settings=settings,
             database_url=database_url,
             write=write,
+            cluster=cluster,
         )
     else:
         if args.config is None and (args.path is None or args.dtype is None):
@@ -206,10 +208,71 @@ def _evolve_job(args: argparse.Namespace) -> int:
             # The command line's value is at fault, not the job file: a usage error (exit 2).
             option = "--" + "-".join(error.loc).replace("_", "-")
             args.parser.error(f"argument {option}: {error}")
-        outcome = start_job(job, settings=settings, database_url=database_url, write=write)
+        outcome = start_job(
+            job, settings=settings, database_url=database_url, write=write, cluster=cluster
+        )
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+def _cluster_options(args: argparse.Namespace) -> Any:
+    """``ClusterOptions`` of ``--scheduler``/``--gpus`` (``None`` without either: the local
+    GPU, and Dask is not imported); ``--gpu-key``/``--in-flight`` need one of them."""
+    if not args.scheduler and not args.gpus:
+        for given, option in ((args.gpu_key, "--gpu-key"), (args.in_flight, "--in-flight")):
+            if given is not None:
+                args.parser.error(f"{option} needs --scheduler or --gpus (a Dask cluster)")
+        return None
+    from evolver.cluster import ClusterOptions
+
+    options = ClusterOptions(
+        scheduler=args.scheduler,
+        gpus=args.gpus or (),
+        gpu_key=args.gpu_key,
+        in_flight=args.in_flight,
+    )
+    if (problem := options.problem()) is not None:
+        args.parser.error(problem)
+    return options
+
+
+def _cmd_dask_worker(args: argparse.Namespace) -> int:
+    """One GPU's Dask worker for jobs evaluating on a cluster (``evolver.dask_worker``)."""
+    from evolver.dask_worker import serve
+    from evolver.progress import ConsoleWriter
+
+    if args.compile_only == (args.gpu is not None):
+        args.parser.error("give --gpu I (a GPU worker) or --compile-only (a CPU worker)")
+    return serve(
+        args.scheduler,
+        None if args.compile_only else args.gpu,
+        gpu_key=args.gpu_key,
+        name=args.name,
+        write=ConsoleWriter(),
+    )
+
+
+def _scheduler(text: str) -> str:
+    """An argparse type for ``--scheduler``: a Dask address, ``tcp://host:port`` (or
+    ``tls://``)."""
+    value = _text("a scheduler address")(text)
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("tcp", "tls") or not rest or " " in value:
+        raise argparse.ArgumentTypeError(
+            f"expected a Dask scheduler address such as tcp://host:8786, not {shorten(value)!r}"
+        )
+    return value
+
+
+def _gpu_key_arg(text: str) -> str:
+    """An argparse type for ``--gpu-key``: a GPU name or key, normalized (``nvidia-h200``)."""
+    from seeds.hardware import normalize_gpu_name
+
+    try:
+        return normalize_gpu_name(_text("a GPU key")(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # --- serve -------------------------------------------------------------------------------------
@@ -1026,6 +1089,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     evolve.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
+    evolve.add_argument(
+        "--scheduler",
+        type=_scheduler,
+        help="evaluate on this Dask cluster (tcp://host:8786; workers: kernevo dask-worker)",
+    )
+    evolve.add_argument(
+        "--gpus",
+        type=_gpu_list,
+        help="evaluate on a Dask cluster of these local devices, started for the job (0,1)",
+    )
+    evolve.add_argument(
+        "--gpu-key",
+        type=_gpu_key_arg,
+        help="with a cluster of several GPU models: the one to evaluate on (nvidia-h200)",
+    )
+    evolve.add_argument(
+        "--in-flight",
+        type=_int_in(1, 4096, "a number of candidates"),
+        help="with a cluster: candidates evaluated at once (default 2 per worker of the GPU key)",
+    )
     evolve.set_defaults(func=_cmd_evolve)
 
     serve = commands.add_parser("serve", help="run the REST service")
@@ -1112,6 +1195,26 @@ def _add_queue_commands(commands: Any) -> None:
         type=_int_in(1, 1000, "a number of attempts"),
         default=DEFAULT_MAX_ATTEMPTS,
         help=f"claims of a job whose workers died before it fails ({DEFAULT_MAX_ATTEMPTS})",
+    )
+
+    dask_worker = commands.add_parser(
+        "dask-worker", help="a Dask worker of one GPU for jobs evaluating on a cluster"
+    )
+    dask_worker.set_defaults(parser=dask_worker, func=_cmd_dask_worker)
+    dask_worker.add_argument("--scheduler", type=_scheduler, required=True, help="tcp://host:8786")
+    dask_worker.add_argument(
+        "--gpu",
+        type=_job_int("gpu", "a device index"),
+        help="device index (among CUDA_VISIBLE_DEVICES when set)",
+    )
+    dask_worker.add_argument(
+        "--compile-only", action="store_true", help="no GPU: compile-only evaluations (key none)"
+    )
+    dask_worker.add_argument(
+        "--gpu-key", type=_gpu_key_arg, help="refuse to start unless the device is of this key"
+    )
+    dask_worker.add_argument(
+        "--name", type=_text("a worker name"), help="default <host>-gpu<I> (<host>-cpu-<pid>)"
     )
 
     cancel = commands.add_parser("cancel", help="cancel a job (queued or running)")

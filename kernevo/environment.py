@@ -201,6 +201,27 @@ CATALOGUE: tuple[Variable, ...] = (
     ),
     _v("EVAL_ARCH", _EVAL_CONTEXT, "job context: the arch compiled for", "sm_90", "sm_XX"),
     _v(
+        "EVAL_SCHEDULER",
+        "evaluator/openevolve_entry.py, evaluator/dask_client.py (set by `kernevo evolve`)",
+        "job context: the Dask scheduler evaluations go to (--scheduler, --gpus)",
+        "unset: the local GPU worker",
+        "tcp://host:port",
+    ),
+    _v(
+        "EVAL_GPU_KEY",
+        "evaluator/dask_client.py (set by `kernevo evolve`)",
+        "job context: the GPU key whose Dask workers evaluate the job",
+        "—",
+        "a GPU key",
+    ),
+    _v(
+        "EVAL_WAIT_S",
+        "evaluator/dask_client.py (set by `kernevo evolve`)",
+        "job context: the longest one evaluation waits for the Dask cluster",
+        "800",
+        "seconds",
+    ),
+    _v(
         "REPORT_DIR",
         _EVAL_CONTEXT,
         "job context: where full evaluation reports go",
