@@ -194,3 +194,162 @@ class VendorGemm:
         if self._handle:
             self._lib.cublasDestroy_v2(self._handle)
             self._handle = ctypes.c_void_p()
+
+
+# cublas_api.h enums for the batched solve on row-major data: CUBLAS_SIDE_RIGHT,
+# CUBLAS_FILL_MODE_UPPER.
+_SIDE_RIGHT, _FILL_UPPER = 1, 1
+# The pointer arrays' filler: entry i = i3 * b2 + i2 of each array is the address of matrix
+# (i2, i3) of its tensor (byte strides). Launched on the handle's stream before every solve, so a
+# captured graph refills them at each replay from the addresses it was captured with.
+_BATCH_POINTERS_SOURCE = r"""
+extern "C" __global__ void kernevo_batch_pointers(
+    unsigned long long a, unsigned long long x, long long nb_a2, long long nb_a3,
+    long long nb_x2, long long nb_x3, int b2, int count, unsigned long long* a_ptrs,
+    unsigned long long* x_ptrs) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) {
+    const long long i2 = i % b2, i3 = i / b2;
+    a_ptrs[i] = a + i2 * nb_a2 + i3 * nb_a3;
+    x_ptrs[i] = x + i2 * nb_x2 + i3 * nb_x3;
+  }
+}
+"""
+_BATCHED_WORKSPACE_BYTES = 4 * 1024 * 1024
+
+
+class VendorTrsmBatched:
+    """cuBLAS ``cublasStrsmBatched`` solving ggml's SOLVE_TRI in place: for every batch index
+    (i2, i3), A·X = B with A n×n lower triangular (non-unit diagonal) and X, B n×k, each matrix
+    row-major (ggml tensors [n, n, b2, b3] and [k, n, b2, b3] with byte strides (nb1, nb2, nb3)).
+
+    Row-major A read as column-major with leading dimension nb_a1/4 is Aᵀ, upper triangular;
+    row-major X (k×n column-major, leading dimension nb_x1/4) is Xᵀ. So A·X = B is
+    Xᵀ·Aᵀ = Bᵀ: side=Right, uplo=Upper, trans=N, diag=Non-unit, m = k, n = n, alpha = 1, on
+    per-batch pointer arrays (b2·b3 entries each). The strict lower triangle of Aᵀ (A's strict
+    upper triangle) is not referenced.
+
+    Graph capture: the two pointer arrays are allocated once per batch count, on the first call
+    with that count, which must come before any capture (the evaluator's timing calls every
+    solver once before it captures); every call then refills them with a small kernel on the
+    handle's stream and calls cuBLAS, neither of which allocates, so both can be captured. The
+    handle has its own workspace (cublasSetWorkspace), so a captured solve never asks the
+    library to allocate. The refill is one extra launch per solve (ggml's own batched cuBLAS
+    calls fill their pointer arrays with a kernel per call too).
+
+    Raises:
+        OSError: libcublas cannot be loaded.
+        RuntimeError: a cuBLAS call returns a non-zero status.
+    """
+
+    def __init__(self, dtype: str = "float32", stream: Any = None) -> None:
+        import cupy
+
+        if dtype != "float32":
+            raise ValueError(f"cublasStrsmBatched solves float32; got {dtype}")
+        self._cupy = cupy
+        self._lib = load_libcublas()
+        self._fn = self._lib.cublasStrsmBatched
+        self._fn.restype = ctypes.c_int
+        self._alpha = (ctypes.c_float * 1)(1.0)
+        self._fill = cupy.RawKernel(_BATCH_POINTERS_SOURCE, "kernevo_batch_pointers")
+        self._workspace = cupy.empty(_BATCHED_WORKSPACE_BYTES, dtype=cupy.uint8)
+        self._pointers: dict[int, tuple[Any, Any]] = {}
+        self._handle = ctypes.c_void_p()
+        self._stream: Any = None
+        VendorTrsm._check(self._lib.cublasCreate_v2(ctypes.byref(self._handle)), "cublasCreate_v2")
+        self.set_stream(stream)
+
+    def set_stream(self, stream: Any) -> None:
+        """Bind the handle and the pointer refills to a CuPy stream (None: the legacy default
+        stream) and set the handle's workspace again (cublasSetStream resets it)."""
+        lib, handle = self._lib, self._handle
+        ptr = 0 if stream is None else stream.ptr
+        VendorTrsm._check(lib.cublasSetStream_v2(handle, ctypes.c_void_p(ptr)), "SetStream")
+        VendorTrsm._check(
+            lib.cublasSetWorkspace_v2(
+                handle,
+                ctypes.c_void_p(self._workspace.data.ptr),
+                ctypes.c_size_t(_BATCHED_WORKSPACE_BYTES),
+            ),
+            "SetWorkspace",
+        )
+        self._stream = stream
+
+    def _pointer_arrays(self, count: int) -> tuple[Any, Any]:
+        """The two pointer arrays for ``count`` matrices, allocated on first use.
+
+        Raises:
+            RuntimeError: first use while the stream is capturing (nothing may be allocated).
+        """
+        if count not in self._pointers:
+            from cupy.cuda import runtime
+
+            ptr = 0 if self._stream is None else self._stream.ptr
+            if ptr and runtime.streamIsCapturing(ptr):
+                raise RuntimeError(
+                    f"cublasStrsmBatched: pointer arrays for {count} matrices are allocated on "
+                    "the first call, which must come before graph capture"
+                )
+            cupy = self._cupy
+            self._pointers[count] = (
+                cupy.zeros(count, dtype=cupy.uint64), cupy.zeros(count, dtype=cupy.uint64),
+            )  # fmt: skip
+        return self._pointers[count]
+
+    def solve_raw(
+        self, a_ptr: int, x_ptr: int, n: int, k: int, b2: int, b3: int,
+        nb_a: tuple[int, int, int], nb_x: tuple[int, int, int],
+    ) -> None:  # fmt: skip
+        """X ← A⁻¹·X in place for every batch on the bound stream: A [n, n, b2, b3] at ``a_ptr``,
+        X [k, n, b2, b3] at ``x_ptr`` holding B, byte strides ``nb_*`` = (nb1, nb2, nb3).
+
+        Raises:
+            ValueError: a row stride not a multiple of 4 bytes or shorter than a row (cuBLAS
+                needs lda ≥ n, ldb ≥ k), or a non-positive size.
+            RuntimeError: cuBLAS fails, or a new batch count under capture.
+        """
+        import numpy as np
+
+        if min(n, k, b2, b3) < 1:
+            raise ValueError(f"cublasStrsmBatched: sizes must be >= 1; got {(n, k, b2, b3)}")
+        for name, nb, cols in (("A", nb_a, n), ("X", nb_x, k)):
+            if nb[0] % 4 or nb[0] < 4 * cols:
+                raise ValueError(
+                    f"cublasStrsmBatched: {name}'s row stride {nb[0]} bytes must be a multiple "
+                    f"of 4 and at least {4 * cols}"
+                )
+        count = b2 * b3
+        a_ptrs, x_ptrs = self._pointer_arrays(count)
+        args = (
+            np.uint64(a_ptr), np.uint64(x_ptr), np.int64(nb_a[1]), np.int64(nb_a[2]),
+            np.int64(nb_x[1]), np.int64(nb_x[2]), np.int32(b2), np.int32(count), a_ptrs, x_ptrs,
+        )  # fmt: skip
+        stream = self._stream if self._stream is not None else self._cupy.cuda.Stream.null
+        with stream:
+            self._fill(((count + 127) // 128,), (128,), args)
+        VendorTrsm._check(
+            self._fn(
+                self._handle,
+                _SIDE_RIGHT,
+                _FILL_UPPER,
+                _OP_N,
+                _DIAG_NON_UNIT,
+                ctypes.c_int(k),
+                ctypes.c_int(n),
+                self._alpha,
+                ctypes.c_void_p(a_ptrs.data.ptr),
+                ctypes.c_int(nb_a[0] // 4),
+                ctypes.c_void_p(x_ptrs.data.ptr),
+                ctypes.c_int(nb_x[0] // 4),
+                ctypes.c_int(count),
+            ),  # fmt: skip
+            "trsmBatched",
+        )
+
+    def close(self) -> None:
+        """Destroy the handle and drop the pointer arrays and the workspace."""
+        if self._handle:
+            self._lib.cublasDestroy_v2(self._handle)
+            self._handle = ctypes.c_void_p()
+        self._pointers.clear()
