@@ -221,13 +221,15 @@ class Launch(BaseModel):
 
 
 class Envelope(BaseModel):
-    """Shapes the champion was verified for: the loader dispatches only inside them."""
+    """Shapes the champion was verified for: the loader dispatches only inside them. Besides
+    ``verified_shapes`` (each a list of the op's shape parameters in order), one integer
+    ``<param>_max`` per shape parameter of the path's op and, where the path has one, a
+    ``<param>_min`` (1 when absent): trsm's ``m_max``, ``n_max`` (and ``m_min``); solve_tri's
+    ``n_max``, ``k_max``, ``b2_max``, ``b3_max``; band_bidiag's ``n_max``, ``bandwidth_max``."""
 
     model_config = ConfigDict(extra="allow")
 
-    m_max: int
-    n_max: int
-    verified_shapes: list[tuple[int, int]]
+    verified_shapes: list[list[int]]
 
 
 class CandidateOut(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -461,10 +462,32 @@ def _check_launch(launch: Mapping[str, Any]) -> dict[str, Any]:
     return dict(launch)
 
 
-def _check_envelope(envelope: Mapping[str, Any], report: Mapping[str, Any]) -> dict[str, Any]:
-    bad = [k for k in ("m_max", "n_max") if not isinstance(envelope.get(k), int)]
-    if bad:
-        raise InvalidValueError(f"envelope needs integer m_max and n_max; bad or missing {bad}")
+# An envelope bound: "<shape parameter>_min" or "<shape parameter>_max" (seeds.ops.BOUND_KEY).
+_BOUND_KEY = re.compile(r"^[a-z][a-z0-9]{0,15}_(min|max)$")
+
+
+def _check_envelope(
+    envelope: Mapping[str, Any], report: Mapping[str, Any], path: str
+) -> dict[str, Any]:
+    """The envelope to store: an integer ``<param>_max`` for every shape parameter of the
+    path's op (``seeds.registry``: trsm's ``m_max`` and ``n_max``; for a path the registry does
+    not hold, at least one), every bound an integer (a ``<param>_min`` may be null: absent),
+    ``verified_shapes`` from the report when missing."""
+    from seeds.registry import PATHS
+
+    spec = PATHS.get(path)
+    required = [f"{p}_max" for p in spec.params] if spec is not None else []
+    bounds = {k: v for k, v in envelope.items() if isinstance(k, str) and _BOUND_KEY.match(k)}
+    bad = [k for k in required if k not in bounds]
+    bad += [
+        k
+        for k, v in bounds.items()
+        if not (isinstance(v, int) and not isinstance(v, bool))
+        and not (v is None and k.endswith("_min"))
+    ]
+    if bad or not any(k.endswith("_max") for k in bounds):
+        wanted = " and ".join(required) or "a <param>_max per shape parameter"
+        raise InvalidValueError(f"envelope needs integer {wanted}; bad or missing {bad}")
     shapes: Sequence[Any] = envelope.get("verified_shapes", report.get("verified_shapes", []))
     return {**envelope, "verified_shapes": [list(shape) for shape in shapes]}
 
@@ -549,8 +572,9 @@ def promote_champion(
     version come from the evaluation; ``metrics`` are the evaluation's score plus the report's
     ``combined_score``, ``timings``, ``phase_seconds``, ``gpu``, ``verified_shapes`` and compile
     figures (no log).
-    ``launch`` must hold ``kernel`` and ``config_kernel`` names; ``envelope`` must hold integer
-    ``m_max`` and ``n_max`` and gets ``verified_shapes`` from the report when it has none.
+    ``launch`` must hold ``kernel`` and ``config_kernel`` names; ``envelope`` must hold an
+    integer ``<param>_max`` per shape parameter of the path's op (trsm: ``m_max`` and ``n_max``)
+    and gets ``verified_shapes`` from the report when it has none.
     ``signature`` (base64 Ed25519 over ``kernevo.signature.signed_payload``) and
     ``signing_key_id`` (sha256 hex of the signer's raw public key) are stored as given (the
     signer checks them against the stored row); ``None`` stores an unsigned champion, which
@@ -589,7 +613,7 @@ def promote_champion(
         "nvrtc_version": evaluation.nvrtc_version,
         "compile_options": list(compile_options),
         "launch": _check_launch(launch),
-        "envelope": _check_envelope(envelope, evaluation.report),
+        "envelope": _check_envelope(envelope, evaluation.report, path),
         "metrics": _metrics(evaluation),
         "signature": signature,
         "signing_key_id": signing_key_id,

@@ -16,6 +16,7 @@ from typing import Literal
 from . import ops
 from .ops import OPS as OPS  # every op, in registry order (trsm first)
 from .ops import UnknownOpError as UnknownOpError  # raised by route
+from .ops import get_op as get_op
 from .spec import DTYPES, PathSpec, check_dtype
 from .spec import UnknownBucketError as UnknownBucketError  # raised by get_path
 from .trsm_blocked.spec import TRSM_BLOCKED

@@ -1,10 +1,12 @@
 """``GET /v1/kernels/best``: the verified champion kernel for a problem.
 
-The problem (op, dtype, m, n) is routed by ``seeds.registry.route`` to every path that serves
-it, each at the shape bucket holding (m, n); among those paths' champions on the GPU, the one
-measured fastest at the shape answers (``seeds.registry.fastest``: the least time recorded at
-(m, n) when every champion was timed there, else the highest combined score), and the answer
-lists every path compared. The GPU name is normalized to its key by
+The problem (op, dtype and the op's shape parameters by name: ``m``, ``n`` for trsm; ``n``,
+``k``, ``b2``, ``b3`` for solve_tri; ``n``, ``bandwidth`` for band_bidiag; ``api.shape_query``)
+is routed by ``seeds.registry.route`` to every path that serves it, each at the shape bucket
+holding the shape; among those paths' champions on the GPU, the one measured fastest at the
+shape answers (``seeds.registry.fastest``: the least time recorded at the shape when every
+champion was timed there, else the highest combined score), and the answer lists every path
+compared. The GPU name is normalized to its key by
 ``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads
 stored cubins: it never compiles or runs code. It serves each champion's signature and signing
 key id as stored at promotion, and its certificate (what verification covered, signed with it);
@@ -16,14 +18,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Query, status
 
 from api.deps import KernelsScope, SessionDep
 from api.responses import KERNELS_ERRORS, NOT_FOUND
 from api.schemas import CandidateOut, KernelOut
+from api.shape_query import ShapeValues, op_shape, shape_parameters
 from db.models import Champion
 from db.repository import best_champion
 from seeds.hardware import normalize_gpu_name
+from seeds.ops import get_op
 from seeds.registry import (
     Measured,
     Route,
@@ -46,11 +50,10 @@ _UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
 @router.get("/best", response_model=KernelOut, responses=NOT_FOUND)
 def best_kernel(
     s: SessionDep,
-    op: Annotated[str, Query(description="operation, e.g. trsm")],
+    op: Annotated[str, Query(description="operation: trsm, solve_tri, band_bidiag")],
     dtype: Annotated[str, Query(description="float32 | float64 | complex64 | complex128")],
     gpu: Annotated[str, Query(description="GPU name or key: 'NVIDIA H200' or 'nvidia-h200'")],
-    m: Annotated[int, Query(description="rows of A and B")],
-    n: Annotated[int, Query(description="columns of B")],
+    shape: Annotated[ShapeValues, Depends(shape_parameters)],
     path: Annotated[
         str | None,
         Query(
@@ -59,19 +62,23 @@ def best_kernel(
         ),
     ] = None,
 ) -> KernelOut:
-    """The champion measured fastest among the paths serving ``op`` in ``dtype`` at (m, n) on
-    ``gpu`` (only ``path``'s when given), with the paths compared.
+    """The champion measured fastest among the paths serving ``op`` in ``dtype`` at the shape
+    the op's parameters give on ``gpu`` (only ``path``'s when given), with the paths compared.
 
     Raises:
         HTTPException: 422 for an unknown op, dtype or path, an invalid GPU name, or a shape no
             path (or not ``path``) serves; 404 when no serving path has a champion for this GPU.
+        RequestValidationError: 422 for a shape parameter of the op missing, one of another
+            op, or a value outside its range (``api.shape_query.op_shape``).
     """
     try:
         gpu_key = normalize_gpu_name(gpu)
-    except ValueError as exc:
+        spec = get_op(op)
+    except (ValueError, UnknownOpError) as exc:
         raise HTTPException(_UNPROCESSABLE, detail=str(exc)) from exc
+    values = op_shape(spec, shape)
     try:
-        routes = route(op, dtype, m, n)
+        routes = route(op, dtype, *values)
         if path is not None:
             get_path(path)
     except (UnknownOpError, UnknownDtypeError, UnknownPathError) as exc:
@@ -80,7 +87,8 @@ def best_kernel(
         routes = [served for served in routes if served.path_id == path]
     if not routes:
         which = "no path" if path is None else f"path {path}"
-        raise HTTPException(_UNPROCESSABLE, detail=f"{which} serves {op} {dtype} at m={m}, n={n}")
+        where = spec.assignments(values, ", ")
+        raise HTTPException(_UNPROCESSABLE, detail=f"{which} serves {op} {dtype} at {where}")
     champions = {
         served: best_champion(
             s, path=served.path_id, dtype=dtype, gpu_key=gpu_key, shape_bucket=served.shape_bucket
@@ -88,7 +96,7 @@ def best_kernel(
         for served in routes
     }
     compared = [
-        measured(served, champion.metrics, m, n)
+        measured(served, champion.metrics, *values)
         for served, champion in champions.items()
         if champion is not None
     ]

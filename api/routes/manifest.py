@@ -27,7 +27,7 @@ from api.responses import KERNELS_ERRORS
 from api.schemas import ChampionOut, ManifestOut
 from db.models import Champion, Program
 from seeds.hardware import normalize_gpu_name
-from seeds.registry import UnknownPathError, get_path
+from seeds.registry import PATHS, UnknownOpError, UnknownPathError, get_op, get_path
 from seeds.spec import UnknownDtypeError, check_dtype
 
 router = APIRouter(tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS)
@@ -91,10 +91,16 @@ def matches(if_none_match: str | None, etag: str) -> bool:
 
 
 def _champions(
-    s: Session, gpu_key: str, path: str | None, dtype: str | None, *, full: bool
+    s: Session,
+    gpu_key: str,
+    path: str | None,
+    dtype: str | None,
+    *,
+    full: bool,
+    op: str | None = None,
 ) -> list[tuple[Champion, Program]]:
-    """The GPU's champions with their programs, by (path, dtype, shape bucket); without the
-    cubin and source columns unless ``full``."""
+    """The GPU's champions with their programs, by (path, dtype, shape bucket); only ``op``'s
+    paths when given; without the cubin and source columns unless ``full``."""
     program = joinedload(Champion.program)
     query = (
         select(Champion)
@@ -107,6 +113,8 @@ def _champions(
         query = query.options(defer(Champion.cubin), program.defer(Program.source))
     if path is not None:
         query = query.where(Champion.path == path)
+    if op is not None:
+        query = query.where(Champion.path.in_([p for p, spec in PATHS.items() if spec.op == op]))
     if dtype is not None:
         query = query.where(Champion.dtype == dtype)
     return [(champion, champion.program) for champion in s.scalars(query).unique()]
@@ -127,14 +135,19 @@ def manifest(
     ],
     path: Annotated[str | None, Query(max_length=256, description="only this path's")] = None,
     dtype: Annotated[str | None, Query(max_length=256, description="only this dtype's")] = None,
+    op: Annotated[
+        str | None,
+        Query(max_length=256, description="only the paths of this op: trsm, solve_tri, …"),
+    ] = None,
     if_none_match: Annotated[str | None, Header(max_length=8192)] = None,
 ) -> Response:
-    """Every champion for ``gpu`` (only ``path``'s or ``dtype``'s when given), with its cubin,
-    source, signature and certificate, ordered by (path, dtype, shape bucket); an empty list
-    when the GPU has none. 304 (no body) when ``If-None-Match`` names the current ``ETag``.
+    """Every champion for ``gpu`` (only those of ``op``'s paths, of ``path`` or of ``dtype``
+    when given), with its cubin, source, signature and certificate, ordered by (path, dtype,
+    shape bucket); an empty list when the GPU has none. 304 (no body) when ``If-None-Match``
+    names the current ``ETag``.
 
     Raises:
-        HTTPException: 422 for an invalid GPU name, or an unknown path or dtype.
+        HTTPException: 422 for an invalid GPU name, or an unknown op, path or dtype.
     """
     try:
         gpu_key = normalize_gpu_name(gpu)
@@ -142,16 +155,18 @@ def manifest(
             get_path(path)
         if dtype is not None:
             check_dtype(dtype)
-    except (ValueError, UnknownPathError, UnknownDtypeError) as exc:
+        if op is not None:
+            get_op(op)
+    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     headers = {"Cache-Control": CACHE_CONTROL}
     if if_none_match is not None:
-        etag = manifest_etag(gpu_key, _champions(s, gpu_key, path, dtype, full=False))
+        etag = manifest_etag(gpu_key, _champions(s, gpu_key, path, dtype, full=False, op=op))
         if matches(if_none_match, etag):
             return Response(
                 status_code=status.HTTP_304_NOT_MODIFIED, headers={**headers, "ETag": f'"{etag}"'}
             )
-    rows = _champions(s, gpu_key, path, dtype, full=True)
+    rows = _champions(s, gpu_key, path, dtype, full=True, op=op)
     etag = manifest_etag(gpu_key, rows)
     body = ManifestOut(
         format=FORMAT,

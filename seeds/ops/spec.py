@@ -69,6 +69,16 @@ class ShapeParam:
         if not 0 <= self.low <= self.high:
             raise ValueError(f"shape parameter {self.name}: range [{self.low}, {self.high}]")
 
+    def out_of_range(self, value: int, op: str) -> str | None:
+        """Why ``value`` is outside this parameter's range for the op ``op``, one line; ``None``
+        when it is inside."""
+        if self.low <= value <= self.high:
+            return None
+        return (
+            f"{self.name}={value} is out of range: {op} takes {self.low} <= {self.name} <= "
+            f"{self.high} ({self.meaning})"
+        )
+
 
 @dataclass(frozen=True)
 class ShapeRelation:
@@ -162,13 +172,8 @@ class OpSpec:
             if isinstance(value, bool) or not isinstance(value, int):
                 message = f"{param.name} must be an integer; got {value!r}"
                 raise ShapeError(message, param=param.name, kind="range")
-            if not param.low <= value <= param.high:
-                raise ShapeError(
-                    f"{param.name}={value} is out of range: {self.name} takes "
-                    f"{param.low} <= {param.name} <= {param.high} ({param.meaning})",
-                    param=param.name,
-                    kind="range",
-                )
+            if problem := param.out_of_range(value, self.name):
+                raise ShapeError(problem, param=param.name, kind="range")
         values = dict(zip(self.param_names, shape, strict=True))
         for relation in self.relations:
             if not relation.holds(values):
