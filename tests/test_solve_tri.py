@@ -416,6 +416,37 @@ def test_emulation_in_place():
         assert checks.check_output(problem, buffer, problem.a.buffer) is None
 
 
+# ---- the cuBLAS baseline's parameters ------------------------------------------------------
+
+
+@pytest.mark.parametrize("problem_layout", LAYOUTS)
+def test_cublas_parameters_solve_the_row_major_problem(problem_layout):
+    """What ``VendorTrsmBatched`` asks of cuBLAS, asked of the reference BLAS (SciPy's strsm):
+    row-major A read column-major with lda = nb1/4 is Aᵀ, upper; row-major B is Bᵀ (k×n); side
+    Right, uplo Upper, no transpose, non-unit: Xᵀ·Aᵀ = Bᵀ. A's NaN upper triangle (Aᵀ's strict
+    lower one) is not read."""
+    from scipy.linalg.blas import strsm
+
+    from seeds import cublas
+
+    assert (cublas._SIDE_RIGHT, cublas._FILL_UPPER, cublas._OP_N, cublas._DIAG_NON_UNIT) == (
+        1, 1, 0, 0,
+    )  # fmt: skip
+    problem = make_problem((30, 8, 3, 2), 3, "bounded", problem_layout)
+    expected = _scipy(problem)
+    lda, ldb = problem.a.nb[0] // 4, problem.b.nb[0] // 4
+    for i3 in range(2):
+        for i2 in range(3):
+            # The column-major matrices cuBLAS sees: lda × n and ldb × n, leading rows used.
+            a_cm = np.asfortranarray(np.lib.stride_tricks.as_strided(
+                problem.a.view()[i3, i2], shape=(30, 30), strides=(4, 4 * lda)))  # fmt: skip
+            b_cm = np.asfortranarray(np.lib.stride_tricks.as_strided(
+                problem.b.view()[i3, i2], shape=(8, 30), strides=(4, 4 * ldb)))  # fmt: skip
+            assert np.isnan(np.tril(a_cm, -1)[1:, :1]).all()  # Aᵀ's strict lower: A's upper
+            xt = strsm(1.0, a_cm, b_cm, side=1, lower=0, trans_a=0, diag=0)
+            np.testing.assert_allclose(xt.T, expected[i3, i2], rtol=0, atol=2e-5)
+
+
 # ---- the checks refuse planted faults -----------------------------------------------------
 
 
@@ -639,7 +670,8 @@ def test_driver_and_cublas_inside_graph_capture(seed_driver, cublas):
     arrays are allocated then), and every replay solves the inputs it finds."""
     import cupy
 
-    problem = make_problem((64, 6, 4, 2), 60)
+    # Packed: the second problem must have the strides the graph was captured with.
+    problem = make_problem((64, 6, 4, 2), 60, layout="packed")
     stream = cupy.cuda.Stream(non_blocking=True)
     cublas.set_stream(stream)
     try:
@@ -662,7 +694,7 @@ def test_driver_and_cublas_inside_graph_capture(seed_driver, cublas):
             graph.launch(stream)
             stream.synchronize()
             assert checks.check_output(problem, x.get(), a.get(), b.get()) is None
-            other = make_problem((64, 6, 4, 2), 61)  # new inputs in the same buffers
+            other = make_problem((64, 6, 4, 2), 61, layout="packed")  # new data, same layout
             a[...] = cupy.asarray(other.a.buffer)
             b[...] = cupy.asarray(other.b.buffer)
             cupy.cuda.Device().synchronize()
