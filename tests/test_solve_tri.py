@@ -41,7 +41,7 @@ from seeds.solve_tri.inputs import (
     make_problem,
 )
 from seeds.solve_tri.reference import forward_substitution, nmse, reference
-from seeds.solve_tri.spec import ISSUE_SHAPES, SANITIZER_SHAPE, SOLVE_TRI, TIMED_SHAPES, serves
+from seeds.solve_tri.spec import ISSUE_SHAPES, SANITIZER_SHAPE, SOLVE_TRI, TIMED_SHAPES
 from seeds.spec import UnknownDtypeError, resolve
 from seeds.tunables import parse_tunables
 
@@ -105,8 +105,9 @@ def test_spec_holds_issue_8s_shapes_and_parts():
     scored = set(spec.quick_shapes) | set(spec.verify_shapes) | set(spec.timed_shapes)
     assert not set(spec.held_out_shapes) & scored
     shapes = scored | set(spec.held_out_shapes)
-    assert all(len(s) == 4 and serves(*s) for s in shapes)
-    assert not serves(257, 1, 1, 1) and not serves(1, 129, 1, 1) and not serves(0, 1, 1, 1)
+    assert all(len(s) == 4 and spec.serves(*s) for s in shapes)
+    assert not any(spec.serves(*s) for s in [(257, 1, 1, 1), (1, 129, 1, 1), (0, 1, 1, 1)])
+    assert spec.params == ("n", "k", "b2", "b3") and spec.bucket_of(64, 6, 4, 2) == "n256_k128"
     assert resolve(spec.driver_factory) is SolveTriDriver
     assert resolve(spec.baseline_factory) is CublasSolveTri
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..driver import CompiledKernel, LaunchGeometry
 from ..spec import PathSpec, check_dtype
 from .layout import LayoutError, check_launch, problem_of_arrays
-from .spec import ENVELOPE, SOLVE_TRI, serves
+from .spec import SOLVE_TRI
 
 
 class SolveTriKernel(CompiledKernel):
@@ -129,8 +129,12 @@ class SolveTriDriver:
         (n, k, b2, b3), nb_a, nb_b = problem_of_arrays(
             a.shape, a.strides, b.shape, b.strides, a.dtype.itemsize
         )
-        if not serves(n, k, b2, b3):
-            bounds = ", ".join(f"{key[:-4]} <= {value}" for key, value in ENVELOPE.items())
+        if not self.spec.serves(n, k, b2, b3):
+            bounds = ", ".join(
+                f"{key.removesuffix('_max')} <= {value}"
+                for key, value in self.spec.envelope.items()
+                if key.endswith("_max")
+            )
             raise LayoutError(
                 f"{self.spec.path_id} serves {bounds}; got n={n}, k={k}, b2={b2}, b3={b3}"
             )

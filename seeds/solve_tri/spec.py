@@ -17,11 +17,11 @@ The envelope (what the path serves once verified): 1 ≤ n ≤ 256, 1 ≤ k ≤ 
 shapes' extent), 1 ≤ b2, b3 ≤ 4096. The kernel itself is right for any n and k (row tiles and
 column groups); the driver's own limits are ``layout.check_shape``'s.
 
-This module builds the path as a :class:`~seeds.spec.PathSpec`, the fields of which fit but for
-the shape type: its shape sets hold (n, k, b2, b3) tuples and its envelope bounds n, k, b2 and b3
-(``n_max``, ``k_max``, …, the op machinery's envelope keys), so ``PathSpec.serves(m, n)`` does
-not apply to it: :func:`serves` does. ``reference_check`` names the evaluator's checks of this
-path (``evaluator.checks.solve_tri.check_output``), ``verify_kinds`` the input kinds of
+The path is a :class:`~seeds.spec.PathSpec` of the op ``solve_tri`` (``seeds.ops``): its shape
+sets hold (n, k, b2, b3) tuples, its envelope bounds each parameter (``n_max``, ``k_max``,
+``b2_max``, ``b3_max``) and ``SOLVE_TRI.serves(n, k, b2, b3)`` says whether it serves a shape.
+``reference_check`` names the evaluator's checks of this path
+(``evaluator.checks.solve_tri.check_output``), ``verify_kinds`` the input kinds of
 ``seeds.solve_tri.inputs`` the verification adds beside the bounded problems.
 """
 
@@ -109,13 +109,3 @@ SOLVE_TRI = PathSpec(
     sanitizer_shape=SANITIZER_SHAPE,
     verify_kinds=("ggml",),
 )
-
-
-def serves(n: int, k: int, b2: int, b3: int) -> bool:
-    """Whether (n, k, b2, b3) lies inside :data:`ENVELOPE` (every value ≥ 1 and ≤ its
-    ``<param>_max``)."""
-    shape = (n, k, b2, b3)
-    return all(
-        1 <= value <= ENVELOPE[f"{name}_max"]
-        for name, value in zip(SHAPE_PARAMS, shape, strict=True)
-    )
