@@ -1,0 +1,348 @@
+"""The Dask evaluation backend (issue 10) on clusters the tests start, CPU only.
+
+GPU workers are simulated: Dask workers advertising ``GPU=1`` and the compile-only key's
+resource (``gpu-none``) hold ``GpuEvaluationPlugin`` without a device, so every candidate is
+compiled (NVRTC, no GPU) on a Dask worker, as a GPU worker would before its quick check. Shown:
+a compile-only job through a two-worker cluster records every program exactly once; a worker
+SIGKILLed while it evaluates a candidate: the scheduler runs that task again on another worker,
+and the job completes without a lost or duplicated program; the scheduler SIGKILLed mid-job:
+the job fails with one line naming it and the resume command, and resumes on another cluster
+to completion; tasks run only on workers of the job's GPU key (a job for key A never on a
+worker of key B; a task forced onto the wrong worker is refused by the plugin); the local path
+imports no Dask.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.orm import Session
+
+from db.models import Evaluation, Program
+from evaluator.dask_plugin import (
+    EvaluationRequest,
+    GpuEvaluationPlugin,
+    JobContext,
+    WrongWorkerError,
+    gpu_resource,
+    run_evaluation,
+)
+from evolver.cluster import ClusterOptions, keys_of
+from evolver.dask_worker import nanny_options, physical_gpu
+from evolver.errors import ClusterError
+from evolver.job_config import JobConfig
+from evolver.runner import resume_job, start_job
+from evolver.settings import EvolverSettings
+from seeds.registry import get_path
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+ITERATIONS = 6
+
+
+def _settings(tmp_path: Path) -> EvolverSettings:
+    return EvolverSettings(work_dir=tmp_path / "runs")
+
+
+def _job(path: str, dtype: str, iterations: int) -> JobConfig:
+    return JobConfig(
+        path=path, dtype=dtype, compile_only=True, iterations=iterations, checkpoint_interval=2
+    )
+
+
+def _programs(url: str, job_id: int) -> list[tuple[str, str, int, bool, list[dict[str, Any]]]]:
+    """(uid, source sha256, iteration, rerun, evaluation reports) of every program of the job."""
+    with Session(create_engine(url)) as s:
+        rows = s.scalars(select(Program).where(Program.job_id == job_id)).all()
+        out = []
+        for p in rows:
+            reports = list(
+                s.scalars(select(Evaluation.report).where(Evaluation.program_id == p.id))
+            )
+            out.append((p.uid, p.source_sha256, p.iteration, p.rerun, reports))
+        return out
+
+
+def _assert_each_once(url: str, job_id: int, iterations: int) -> None:
+    """Every iteration's program recorded once, each with exactly one evaluation."""
+    programs = _programs(url, job_id)
+    uids = [p[0] for p in programs]
+    assert len(uids) == len(set(uids))
+    first_run = [p for p in programs if not p[3]]
+    assert sorted(p[2] for p in first_run if p[2] > 0) == list(range(1, len(first_run)))
+    covered = {p[2] for p in programs}
+    assert covered == set(range(iterations + 1)), covered
+    for uid, _, _, _, reports in programs:
+        assert len(reports) == 1, (uid, len(reports))
+
+
+def _worker_of(report: dict[str, Any]) -> str:
+    """The Dask worker address the report's note names."""
+    notes = [n for n in report["notes"] if n.startswith("evaluated on Dask worker")]
+    assert len(notes) == 1, report["notes"]
+    found = re.search(r"\((tcp://[^)]+)\)$", notes[0])
+    assert found is not None, notes[0]
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """Two simulated GPU workers in processes (nannies restart a killed one), compile-only."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from evolver.dask_worker import allow_worker_children
+
+    allow_worker_children()
+    local = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        resources={"GPU": 1, gpu_resource("none"): 1},
+        silence_logs=logging.ERROR,
+    )
+    client = Client(local)
+    client.register_plugin(GpuEvaluationPlugin(None, "none"))
+    try:
+        yield client
+    finally:
+        client.close()
+        local.close()
+
+
+def _kill_a_worker_mid_evaluation(client: Any, killed: list[tuple[str, str]]) -> None:
+    """SIGKILL the process of the first worker seen evaluating a candidate (its task key and
+    address go to ``killed``)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for address, keys in client.processing().items():
+            evaluating = [str(k) for k in keys if str(k).startswith("kernevo-evaluate-")]
+            if evaluating:
+                pid = client.run(os.getpid, workers=[address])[address]
+                os.kill(pid, signal.SIGKILL)
+                killed.append((address, evaluating[0]))
+                return
+        time.sleep(0.01)
+
+
+def test_job_records_every_program_once_with_a_worker_killed_mid_evaluation(
+    cluster: Any, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    killed: list[tuple[str, str]] = []
+    # trsm_blocked in complex128 compiles in about 0.75 s here: a wide window for the kill.
+    killer = threading.Thread(target=_kill_a_worker_mid_evaluation, args=(cluster, killed))
+    killer.start()
+    lines: list[str] = []
+    try:
+        outcome = start_job(
+            _job("trsm_blocked", "complex128", ITERATIONS),
+            settings=_settings(tmp_path),
+            database_url=url,
+            write=lines.append,
+            cluster=ClusterOptions(scheduler=cluster.scheduler.address, in_flight=2),
+        )
+    finally:
+        killer.join()
+    assert outcome.state == "complete", lines
+    text = "\n".join(lines)
+    assert f"evaluating on Dask scheduler {cluster.scheduler.address}" in text
+    assert "2 worker(s) of none, 2 candidates in flight" in text
+    _assert_each_once(url, outcome.job_id, ITERATIONS)
+    programs = _programs(url, outcome.job_id)
+    assert all(p[4][0]["status"] == "compiled" for p in programs)
+    assert killed, "no evaluation was seen running"
+    address, key = killed[0]
+    # The scheduler gave that task to a worker twice: the killed one, then another.
+    story = cluster.run_on_scheduler(lambda dask_scheduler: dask_scheduler.story(key))
+    assert sum(1 for t in story if t[2] == "processing") >= 2, story
+    sha = key.removeprefix("kernevo-evaluate-")[:16]
+    matching = [p for p in programs if p[1].startswith(sha)]
+    assert matching, f"no program of source {sha}"
+    assert all(_worker_of(p[4][0]) != address for p in matching)
+
+
+def _start_scheduler(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    file = tmp_path / "scheduler.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not file.exists() or not file.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, "the scheduler did not start"
+        time.sleep(0.1)
+
+    time.sleep(0.1)  # written in one go, but read it whole
+    return proc, json.loads(file.read_text())["address"]
+
+
+def _kill_when_recorded(url: str, count: int, proc: subprocess.Popen[bytes]) -> None:
+    engine = create_engine(url)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with Session(engine) as s:
+                if (s.scalar(select(func.count(Program.id))) or 0) >= count:
+                    break
+        except Exception:
+            pass  # the job has not created the schema yet
+        time.sleep(0.05)
+    proc.kill()
+
+
+def test_scheduler_gone_fails_in_one_line_and_resumes(
+    cluster: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    scheduler, address = _start_scheduler(tmp_path)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "kernevo.cli", "dask-worker", "--compile-only", "--scheduler",
+         address, "--name", "cpu-a"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    killer = threading.Thread(target=_kill_when_recorded, args=(url, 4, scheduler))
+    killer.start()
+    lines: list[str] = []
+    try:
+        outcome = start_job(
+            _job("trsm_small", "float64", ITERATIONS + 2),
+            settings=_settings(tmp_path),
+            database_url=url,
+            write=lines.append,
+            cluster=ClusterOptions(scheduler=address, in_flight=2, lost_after_s=2),
+        )
+    finally:
+        killer.join()
+        scheduler.kill()
+        worker.send_signal(signal.SIGTERM)
+        worker_output = worker.communicate(timeout=30)[0]
+    assert outcome.state == "failed"
+    failed = [line for line in lines if "failed" in line]
+    assert failed == [lines[-1]]
+    assert re.fullmatch(
+        rf"job {outcome.job_id} failed: the Dask scheduler {re.escape(address)} stopped "
+        rf"answering \(unreachable for 2 s\); resume with 'kernevo evolve --resume "
+        rf"{outcome.job_id} --scheduler {re.escape(address)}': best score 0\.000 "
+        r"\(speedup_64 0\.00x\), \d+ programs recorded",
+        lines[-1],
+    ), lines[-1]
+    assert "Traceback" not in capfd.readouterr().err
+    assert "no GPU, key none" in worker_output and "stopped by SIGTERM" in worker_output
+    assert worker.returncode == 143
+    before = _programs(url, outcome.job_id)
+
+    resumed = resume_job(
+        outcome.job_id,
+        overrides={},
+        settings=_settings(tmp_path),
+        database_url=url,
+        write=lines.append,
+        cluster=ClusterOptions(scheduler=cluster.scheduler.address, in_flight=2),
+    )
+    assert resumed.state == "complete", lines
+    assert resumed.iteration == ITERATIONS + 2
+    after = _programs(url, outcome.job_id)
+    uids = [p[0] for p in after]
+    assert len(uids) == len(set(uids))
+    assert {p[0] for p in before} <= set(uids)  # nothing recorded before the loss is gone
+    assert all(len(p[4]) == 1 for p in after)
+    # Every iteration after the stopped run's newest recorded one ran in the resumed run.
+    # (With candidates in flight, a checkpoint at iteration N can precede an older iteration
+    # still in flight: stopped there, that iteration is neither recorded nor run again.)
+    newest = max(p[2] for p in before)
+    assert set(range(newest + 1, ITERATIONS + 3)) <= {p[2] for p in after}
+    first = [p[2] for p in after if not p[3]]
+    assert len(first) == len(set(first)), "an iteration recorded twice without the re-run mark"
+
+
+def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    from evaluator.dask_client import RemoteEvaluations
+    from evaluator.new_best import JobBest
+
+    workers = {
+        key: {"cls": Worker, "options": nanny_options(GpuEvaluationPlugin(None, key), key)}
+        for key in ("sim-a", "sim-b")
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as spec, Client(spec) as client:
+        info = client.scheduler_info()["workers"]
+        by_key = keys_of(info)
+        assert {k: len(v) for k, v in by_key.items()} == {"sim-a": 1, "sim-b": 1}
+        source = get_path("trsm_small").seed_source()
+        for key in ("sim-a", "sim-b"):
+            context = JobContext("trsm_small", None, "float32", "sm_90", key)
+            remote = RemoteEvaluations(spec.scheduler_address, context, wait_s=60)
+            try:
+                for _ in range(3):
+                    report = remote.evaluate(source, None, JobBest(None))
+                    assert report.status == "compiled"
+                    assert _worker_of(json.loads(report.to_json())) == by_key[key][0]
+            finally:
+                remote.close()
+        # No worker of the key: the task waits, and the evaluation gives up at its deadline.
+        lonely = RemoteEvaluations(
+            spec.scheduler_address,
+            JobContext("trsm_small", None, "float32", "sm_90", "sim-c"),
+            wait_s=1,
+        )
+        try:
+            report = lonely.evaluate(source, None, JobBest(None))
+        finally:
+            lonely.close()
+        assert report.status == "infra_error"
+        assert report.failure is not None and report.failure.check == "evaluation_deadline"
+        assert report.metrics()["combined_score"] == 0.0
+        # A task forced onto a worker of another key is refused there, not evaluated.
+        request = EvaluationRequest(
+            JobContext("trsm_small", None, "float32", "sm_90", "sim-a"), source
+        )
+        future = client.submit(run_evaluation, request, workers=by_key["sim-b"], pure=False)
+        with pytest.raises(WrongWorkerError, match="'sim-a' on worker 'sim-b'"):
+            future.result(timeout=60)
+
+
+def test_options_and_device_indices() -> None:
+    assert ClusterOptions(scheduler="tcp://a:1", gpus=(0,)).problem() is not None
+    assert ClusterOptions().problem() is not None
+    assert "twice" in (ClusterOptions(gpus=(0, 0)).problem() or "")
+    assert ClusterOptions(gpus=(0, 1)).resume_options() == " --gpus 0,1"
+    assert physical_gpu(1, {"CUDA_VISIBLE_DEVICES": "4,6"}) == 6
+    assert physical_gpu(1, {}) == 1
+    with pytest.raises(ClusterError, match="makes 2 device"):
+        physical_gpu(2, {"CUDA_VISIBLE_DEVICES": "4,6"})
+    with pytest.raises(ClusterError, match="UUID"):
+        physical_gpu(0, {"CUDA_VISIBLE_DEVICES": "GPU-1a2b"})
+    info = {
+        "tcp://a": {"resources": {"GPU": 1, "gpu-nvidia-h200": 1}},
+        "tcp://b": {"resources": {"GPU": 1, "gpu-nvidia-a100": 1}},
+        "tcp://c": {"resources": {}},
+    }
+    assert keys_of(info) == {"nvidia-h200": ["tcp://a"], "nvidia-a100": ["tcp://b"]}
+
+
+def test_no_cluster_means_no_dask_import() -> None:
+    code = (
+        "import sys, evolver.runner, evaluator.openevolve_entry, kernevo.cli\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
