@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -462,10 +461,6 @@ def _check_launch(launch: Mapping[str, Any]) -> dict[str, Any]:
     return dict(launch)
 
 
-# An envelope bound: "<shape parameter>_min" or "<shape parameter>_max" (seeds.ops.BOUND_KEY).
-_BOUND_KEY = re.compile(r"^[a-z][a-z0-9]{0,15}_(min|max)$")
-
-
 def _check_envelope(
     envelope: Mapping[str, Any], report: Mapping[str, Any], path: str
 ) -> dict[str, Any]:
@@ -473,11 +468,12 @@ def _check_envelope(
     path's op (``seeds.registry``: trsm's ``m_max`` and ``n_max``; for a path the registry does
     not hold, at least one), every bound an integer (a ``<param>_min`` may be null: absent),
     ``verified_shapes`` from the report when missing."""
+    from seeds.ops import BOUND_KEY
     from seeds.registry import PATHS
 
     spec = PATHS.get(path)
     required = [f"{p}_max" for p in spec.params] if spec is not None else []
-    bounds = {k: v for k, v in envelope.items() if isinstance(k, str) and _BOUND_KEY.match(k)}
+    bounds = {k: v for k, v in envelope.items() if isinstance(k, str) and BOUND_KEY.match(k)}
     bad = [k for k in required if k not in bounds]
     bad += [
         k

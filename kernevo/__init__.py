@@ -1,5 +1,6 @@
-"""kernevo's runtime loader: ``kernevo.load(op, dtype)`` returns a callable that runs the
-service's verified champion kernel inside its envelope and cuBLAS everywhere else.
+"""kernevo's runtime loader: ``kernevo.load(op, dtype)`` returns a callable with the op's
+signature that runs the service's verified champion kernel inside its envelope and the op's
+library fallback everywhere else (cuBLAS for trsm and solve_tri, LAPACK for band_bidiag).
 
 Importing this package is light (no OpenEvolve, FastAPI, SQLAlchemy; CuPy only when a solver
 is used), and its public names are imported on first use (PEP 562): the ``kernevo`` console
@@ -15,14 +16,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernevo.device import NoGpuError
     from kernevo.resolver import Decision
-    from kernevo.solver import TrsmSolver, load
+    from kernevo.solver import OpSolver, TrsmSolver, load
 
-__all__ = ["Decision", "NoGpuError", "TrsmSolver", "load"]
+__all__ = ["Decision", "NoGpuError", "OpSolver", "TrsmSolver", "load"]
 
 # Public name → the module that defines it.
 _HOMES = {
     "Decision": "kernevo.resolver",
     "NoGpuError": "kernevo.device",
+    "OpSolver": "kernevo.solver",
     "TrsmSolver": "kernevo.solver",
     "load": "kernevo.solver",
 }

@@ -16,13 +16,15 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kernevo.paths import ops
+from kernevo.paths import ops_spec as _op_spec
 from kernevo.text import printable
 
 FetchStatus = Literal["ok", "not_found", "unreachable", "invalid", "sha256_mismatch"]
@@ -45,14 +47,43 @@ MAX_NESTING = 32
 ``metrics`` is free-form): deeper is refused before anything recurses into it."""
 
 
+MAX_BOUNDS = 32
+"""The most ``<param>_min``/``<param>_max`` bounds an envelope may carry (an op has a few
+parameters: trsm 2, solve_tri 4)."""
+
+MAX_SHAPE_VALUES = 8
+"""The most values a shape may have (solve_tri's have 4)."""
+
+
 class _EnvelopeModel(BaseModel):
+    """An envelope as the service sends it: its ``<param>_min``/``<param>_max`` keys
+    (``seeds.ops.BOUND_KEY``) gathered into ``bounds`` (other keys dropped), at least one
+    ``<param>_max``, and the verified shapes."""
+
     model_config = ConfigDict(extra="ignore")
 
-    m_max: int
-    n_max: int
-    verified_shapes: list[tuple[int, int]] = []
-    m_min: int | None = None
-    n_min: int | None = None
+    bounds: Annotated[dict[str, int | None], Field(max_length=MAX_BOUNDS)]
+    verified_shapes: list[Annotated[list[int], Field(max_length=MAX_SHAPE_VALUES)]] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_bounds(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        bounds = {
+            key: bound
+            for key, bound in value.items()
+            if isinstance(key, str) and ops.BOUND_KEY.match(key)
+        }
+        return {"bounds": bounds, "verified_shapes": value.get("verified_shapes", [])}
+
+    @model_validator(mode="after")
+    def _bounded(self) -> _EnvelopeModel:
+        if not any(key.endswith("_max") and v is not None for key, v in self.bounds.items()):
+            raise ValueError("an envelope needs an integer <param>_max (trsm: m_max, n_max)")
+        if any(key.endswith("_max") and v is None for key, v in self.bounds.items()):
+            raise ValueError("an envelope's <param>_max must be an integer, not null")
+        return self
 
 
 class _LaunchModel(BaseModel):
@@ -120,36 +151,52 @@ class UnusableMetadataError(ValueError):
 
 @dataclass(frozen=True)
 class Envelope:
-    """The shapes a champion was verified on: it is dispatched only for m_min ≤ m ≤ m_max,
-    n_min ≤ n ≤ n_max (the lower bounds are 1 where the path has none: ``None``)."""
+    """The shapes a champion was verified on: it is dispatched only for shapes whose every
+    value lies between its parameter's ``<param>_min`` (1 when absent or ``None``) and
+    ``<param>_max`` in ``bounds`` (trsm: ``{"m_max": 64, "n_max": 64}``, with ``m_min`` where
+    the path has one). ``verified_shapes``: the shapes verification ran, each in the op's
+    parameter order."""
 
-    m_max: int
-    n_max: int
-    verified_shapes: tuple[tuple[int, int], ...] = ()
-    m_min: int | None = None
-    n_min: int | None = None
+    bounds: Mapping[str, int | None]
+    verified_shapes: tuple[tuple[int, ...], ...] = ()
 
-    def contains(self, m: int, n: int) -> bool:
-        """Whether the problem (m, n) lies inside the envelope."""
-        return (self.m_min or 1) <= m <= self.m_max and (self.n_min or 1) <= n <= self.n_max
+    def contains(self, shape: Sequence[int], params: Sequence[str]) -> bool:
+        """Whether ``shape`` (values of ``params``, the op's parameters in order) lies inside
+        the envelope; a parameter without a ``<param>_max`` admits nothing."""
+        return _op_spec.serves(self.bounds, params, shape)
 
-    def describe(self) -> str:
+    def describe(self, params: Sequence[str] | None = None) -> str:
         """:func:`describe_envelope` of this envelope."""
-        return describe_envelope(
-            {"m_min": self.m_min, "m_max": self.m_max, "n_min": self.n_min, "n_max": self.n_max}
-        )
+        return describe_envelope(self.bounds, params)
+
+    def to_json(self) -> dict[str, Any]:
+        """The envelope as the service sends it: every bound that is set, and the verified
+        shapes as lists."""
+        return {
+            **{key: bound for key, bound in self.bounds.items() if bound is not None},
+            "verified_shapes": [list(shape) for shape in self.verified_shapes],
+        }
 
 
-def describe_envelope(envelope: Mapping[str, Any]) -> str:
-    """An envelope (``m_max``, ``n_max``, optional ``m_min``/``n_min``, as a path's spec, the
-    service and a certificate state it) in words: ``m <= 64, n <= 64``, or
-    ``64 <= m <= 64, n <= 64`` with a lower bound. A bound missing or None is left out."""
-    return ", ".join(
-        f"{envelope[low]} <= {name} <= {envelope.get(high)}"
-        if envelope.get(low) is not None
-        else f"{name} <= {envelope.get(high)}"
-        for name, low, high in (("m", "m_min", "m_max"), ("n", "n_min", "n_max"))
-    )
+def describe_envelope(envelope: Mapping[str, Any], params: Sequence[str] | None = None) -> str:
+    """An envelope (``<param>_max`` and optional ``<param>_min`` per shape parameter, as a
+    path's spec, the service and a certificate state it) in words: ``m <= 64, n <= 64``, or
+    ``64 <= m <= 64, n <= 64`` with a lower bound; a bound missing or None is left out.
+    ``params``: the op's parameters in order; ``None``: those the envelope's keys name, in the
+    order they first appear (``seeds.ops.spec.describe_envelope``)."""
+    return str(_op_spec.describe_envelope(envelope, params))
+
+
+def op_params(path: str, envelope: Envelope | None = None) -> tuple[str, ...]:
+    """The shape parameter names of the op of ``path`` (``seeds.registry``), in order; for a
+    path the registry does not hold, those ``envelope`` bounds in the order its keys first
+    appear (empty without one)."""
+    from kernevo.paths import registry
+
+    spec = registry.PATHS.get(path)
+    if spec is not None:
+        return tuple(spec.params)
+    return () if envelope is None else tuple(_op_spec.envelope_params(envelope.bounds))
 
 
 @dataclass(frozen=True)
@@ -227,11 +274,8 @@ class ChampionKernel:
             kernel_name=meta.launch.kernel,
             config_kernel_name=meta.launch.config_kernel,
             envelope=Envelope(
-                m_max=meta.envelope.m_max,
-                n_max=meta.envelope.n_max,
-                verified_shapes=tuple(meta.envelope.verified_shapes),
-                m_min=meta.envelope.m_min,
-                n_min=meta.envelope.n_min,
+                bounds=dict(meta.envelope.bounds),
+                verified_shapes=tuple(tuple(shape) for shape in meta.envelope.verified_shapes),
             ),
             promoted_at=meta.promoted_at,
             metrics=dict(meta.metrics),
@@ -257,19 +301,7 @@ class ChampionKernel:
             "source_sha256": self.source_sha256,
             "compile_options": list(self.compile_options),
             "launch": {"kernel": self.kernel_name, "config_kernel": self.config_kernel_name},
-            "envelope": {
-                "m_max": self.envelope.m_max,
-                "n_max": self.envelope.n_max,
-                "verified_shapes": [list(shape) for shape in self.envelope.verified_shapes],
-                **{
-                    name: bound
-                    for name, bound in (
-                        ("m_min", self.envelope.m_min),
-                        ("n_min", self.envelope.n_min),
-                    )
-                    if bound is not None
-                },
-            },
+            "envelope": self.envelope.to_json(),
             "metrics": dict(self.metrics),
             "promoted_at": self.promoted_at,
             "signature": self.signature,
@@ -395,15 +427,16 @@ def fetch_champion(
     *,
     op: str,
     key: ChampionKey,
-    m: int,
-    n: int,
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
+    **shape: int,
 ) -> FetchOutcome:
-    """Ask the service for the verified kernel of ``key.path`` for ``op`` at (m, n) on
+    """Ask the service for the verified kernel of ``key.path`` for ``op`` at the shape given by
+    the op's parameters as keywords (trsm: ``m=, n=``; solve_tri: ``n=, k=, b2=, b3=``) on
     ``key.gpu``.
 
-    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&m=&n=&path=`` and returns within
+    Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&<shape parameters>&path=`` (trsm:
+    ``…&m=&n=&path=``) and returns within
     ``timeout_s`` seconds (``KERNEVO_REQUEST_TIMEOUT_S``) for the whole fetch: connecting,
     sending, the headers and the body. httpx's timeouts bound each read, not the request (a
     server sending a byte a second never trips them), so the fetch runs in a daemon thread the
@@ -423,7 +456,7 @@ def fetch_champion(
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
     # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
     # the resolver compares the paths itself, among the champions it trusts.
-    params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, "m": m, "n": n, "path": key.path}
+    params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, **shape, "path": key.path}
     outcome: list[FetchOutcome] = []
 
     def run() -> None:
@@ -543,12 +576,23 @@ def service_fetcher(
     op: str,
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
-) -> Callable[[ChampionKey, int, int], FetchOutcome]:
-    """A fetch function ``(key, m, n) -> FetchOutcome`` bound to one service and op."""
+) -> Callable[..., FetchOutcome]:
+    """A fetch function ``(key, *shape) -> FetchOutcome`` bound to one service and op, the
+    shape's values in the op's parameter order (trsm: ``fetch(key, m, n)``).
 
-    def fetch(key: ChampionKey, m: int, n: int) -> FetchOutcome:
+    Raises:
+        seeds.ops.UnknownOpError: ``op`` is not an op of the registry.
+    """
+    names = ops.get_op(op).param_names
+
+    def fetch(key: ChampionKey, *shape: int) -> FetchOutcome:
         return fetch_champion(
-            api_url, op=op, key=key, m=m, n=n, timeout_s=timeout_s, transport=transport
+            api_url,
+            op=op,
+            key=key,
+            timeout_s=timeout_s,
+            transport=transport,
+            **dict(zip(names, shape, strict=True)),
         )
 
     return fetch

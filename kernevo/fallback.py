@@ -1,70 +1,16 @@
-"""The vendor library path (cuBLAS ``?trsm`` through CuPy) and the operand checks of both paths."""
+"""trsm's library path (cuBLAS ``?trsm`` through CuPy) and its operand checks, as the loader has
+always named them: they live with the op (``seeds.ops.trsm``, the op's call adapter), where
+every op keeps its own (``seeds.ops.OpSpec.call``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from kernevo.paths import ops_spec
+from kernevo.paths import package as _package
 
-import numpy
+_trsm = __import__(f"{_package.__name__}.ops.trsm", fromlist=["check_operands"])
 
-# CuPy dtype characters cuBLAS ?trsm serves: s, d, c, z.
-_BLAS_CHARS = "fdFD"
+check_operands = _trsm.check_operands
+cublas_trsm = _trsm.cublas_trsm
+device_index = ops_spec.device_index
 
-
-def device_index(x: Any) -> int | None:
-    """The CUDA device id of an array (``x.device.id`` for CuPy), ``None`` for host arrays."""
-    index = getattr(getattr(x, "device", None), "id", None)
-    return index if isinstance(index, int) else None
-
-
-def check_operands(a: Any, b: Any) -> tuple[int, int]:
-    """Check the TRSM operands and return (m, n).
-
-    ``a`` must be a 2-D m×m device array (CuPy) and ``b`` a 2-D m×n device array on the same
-    device, of dtype float32, float64, complex64 or complex128, able to hold the solution
-    (``a.dtype`` casts safely to ``b.dtype``).
-
-    Raises:
-        TypeError: host arrays, arrays on different devices, or dtypes that cannot be solved
-            in place in ``b``.
-        ValueError: ``a`` not square, ``b`` not 2-D, or row counts that differ.
-    """
-    a_device, b_device = device_index(a), device_index(b)
-    if a_device is None or b_device is None:
-        raise TypeError(f"expected CuPy arrays, got {type(a).__name__} and {type(b).__name__}")
-    if a_device != b_device:
-        raise TypeError(f"a is on device {a_device}, b on device {b_device}")
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"a must be square m×m, got shape {a.shape}")
-    if b.ndim != 2 or b.shape[0] != a.shape[0]:
-        raise ValueError(f"b must be m×n with m={a.shape[0]}, got shape {b.shape}")
-    if b.dtype.char not in _BLAS_CHARS:
-        raise TypeError(f"b must be float32/64 or complex64/128, got {b.dtype}")
-    if not numpy.can_cast(a.dtype, b.dtype, "safe"):
-        raise TypeError(f"cannot solve in place: a is {a.dtype}, b is {b.dtype}")
-    return int(b.shape[0]), int(b.shape[1])
-
-
-def cublas_trsm(a: Any, b: Any) -> Any:
-    """Solve A·X = B in place in ``b`` with cuBLAS ?trsm (side=L, uplo=L, trans=N, diag=N,
-    alpha=1) and return ``b``.
-
-    ``a`` (m×m, only its lower triangle is read) and ``b`` (m×n) are CuPy arrays passing
-    :func:`check_operands`; any memory order. ``cupyx.scipy.linalg.solve_triangular`` works in
-    ``a``'s dtype and overwrites ``b`` only when ``b`` is Fortran-contiguous of that dtype
-    (CuPy 13/14 source); so ``a`` is first cast to ``b``'s dtype, and a result that came back
-    in a new array is copied into ``b``.
-
-    Raises:
-        TypeError, ValueError: see :func:`check_operands`.
-    """
-    from cupyx.scipy.linalg import solve_triangular
-
-    check_operands(a, b)
-    if b.size == 0:
-        return b
-    if a.dtype != b.dtype:
-        a = a.astype(b.dtype, order="F")
-    x = solve_triangular(a, b, lower=True, overwrite_b=True)
-    if x.data.ptr != b.data.ptr:
-        b[...] = x
-    return b
+__all__ = ["check_operands", "cublas_trsm", "device_index"]

@@ -1,5 +1,6 @@
 """The path descriptions the loader routes and launches through: ``seeds``' registry, specs
-(whose drivers it launches) and GPU keys, under whichever name this install gives them.
+(whose drivers it launches), ops (shape parameters, the call of each op and its library
+fallback) and GPU keys, under whichever name this install gives them.
 
 In the repository and in the ``kernevo-service`` distribution they are the top-level ``seeds``
 package. The light ``kernevo`` wheel for applications (``loader/pyproject.toml``) vendors the same
@@ -27,3 +28,5 @@ package = _package()
 registry = importlib.import_module(f"{package.__name__}.registry")
 spec = importlib.import_module(f"{package.__name__}.spec")
 hardware = importlib.import_module(f"{package.__name__}.hardware")
+ops = importlib.import_module(f"{package.__name__}.ops")
+ops_spec = importlib.import_module(f"{package.__name__}.ops.spec")

@@ -1,11 +1,13 @@
 """Choosing, for each problem shape, between the champion kernels of the paths serving it and
-cuBLAS — and saying why.
+the op's library fallback (cuBLAS for trsm and solve_tri, LAPACK on the host for band_bidiag:
+``seeds.ops.OpSpec.fallback_route``; "cuBLAS" below) — and saying why.
 
-Order of questions for a shape (m, n), each answered once and remembered:
+A shape is a tuple of the op's shape parameters in order (trsm: (m, n); ``seeds.ops``). Order
+of questions for a shape, each answered once and remembered:
 
 1. Which paths serve the problem? (``seeds.registry.route``: each with its shape bucket
-   holding (m, n)) — if none, cuBLAS. Questions 2–5 are asked of each; of the paths whose
-   champion passes them all, the one measured fastest at (m, n) runs
+   holding the shape) — if none, cuBLAS. Questions 2–5 are asked of each; of the paths whose
+   champion passes them all, the one measured fastest at the shape runs
    (``seeds.registry.fastest``, the rule the service's best-kernel query applies), and the
    decision lists every path compared (:attr:`Decision.compared`). If none passes, cuBLAS.
 2. Is there a verified champion for that path and shape bucket on this GPU that this loader
@@ -18,7 +20,7 @@ Order of questions for a shape (m, n), each answered once and remembered:
    that is refused, the disk cache answers — its entry passes the same checks again on every
    read, so a file changed after it was written is refused; if it has nothing usable either,
    cuBLAS.
-3. Is (m, n) inside the champion's verified envelope? If not, cuBLAS.
+3. Is the shape inside the champion's verified envelope? If not, cuBLAS.
 4. Was the champion verified under this device's NVIDIA driver, CUDA driver API and NVRTC
    versions (its certificate against :class:`kernevo.device.GpuInfo`)? If one differs, the
    kernel is served with the difference stated (``served not re-verified on this toolkit:
@@ -37,28 +39,37 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from kernevo.cache import ChampionCache
 from kernevo.certificate import Certificate, certified_metrics, compare_toolkit
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
-from kernevo.paths import registry
+from kernevo.paths import ops, registry
 from kernevo.text import printable
 from kernevo.trust import Refusal, TrustPolicy
 
 log = logging.getLogger("kernevo")
 
-Fetcher = Callable[[ChampionKey, int, int], FetchOutcome]
-"""Fetches the champion for a key, given the problem shape (m, n) that asked for it."""
+Fetcher = Callable[..., FetchOutcome]
+"""``fetch(key, *shape)``: fetches the champion for a key, given the problem shape that asked
+for it (trsm: ``fetch(key, m, n)``)."""
+
+Route = str
+"""``"kernel"`` or the op's fallback route (``seeds.ops.OpSpec.fallback_route``: ``"cublas"``
+for trsm and solve_tri, ``"lapack"`` for band_bidiag)."""
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Where the problem (m, n) goes and why.
+    """Where the problem of ``shape`` (the op's parameters in order; trsm: (m, n)) goes and
+    why.
 
-    ``route`` is ``"kernel"`` (the champion's cubin through the path driver) or ``"cublas"``.
+    ``route`` is ``"kernel"`` (the champion's cubin through the path driver) or the op's
+    fallback route: ``"cublas"`` (trsm: cuBLAS ?trsm; solve_tri: its batched TRSM) or
+    ``"lapack"`` (band_bidiag: LAPACK ?gbbrd on the host CPU); ``fallback`` says that library
+    in words (``seeds.ops.OpSpec.fallback_library``). The reasons below say "cuBLAS" for it.
     ``reason`` is one line, e.g. ``"champion program 17 from service"``,
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
     ``"outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"``,
@@ -80,15 +91,15 @@ class Decision:
     lists the serving paths in registry order, each as it was judged for this shape.
     """
 
-    m: int
-    n: int
-    route: Literal["kernel", "cublas"]
+    shape: tuple[int, ...]
+    route: Route
     reason: str
     path: str | None = None
     shape_bucket: str | None = None
     champion: ChampionKernel | None = field(default=None, repr=False)
     refusals: tuple[Refusal, ...] = ()
     compared: tuple[Compared, ...] = ()
+    fallback: str = ""
 
     def __post_init__(self) -> None:
         # A reason quotes the service (digests, key ids, versions): whatever a hostile or broken
@@ -106,7 +117,7 @@ class Compared:
 
     path: str
     shape_bucket: str
-    route: Literal["kernel", "cublas"]
+    route: Route
     reason: str
     program_id: int | None = None
     combined_score: float | None = None
@@ -117,7 +128,7 @@ class Compared:
         """One clause for a decision's reason: ``trsm_small/m64n64 program 17 score 1.5 3.2 us
         at the shape (chosen)``, or ``trsm_small/m64n64: <why it cannot run>``."""
         name = f"{self.path}/{self.shape_bucket}"
-        if self.route == "cublas":
+        if self.route != "kernel":
             return f"{name}: {self.reason}"
         score = "not recorded" if self.combined_score is None else f"{self.combined_score:.3g}"
         text = f"{name} program {self.program_id} score {score}"
@@ -139,7 +150,7 @@ class Resolver:
     """Per-shape routing for one (op, dtype) on one GPU; safe to share between threads.
 
     Args:
-        op: an operation of ``seeds.registry`` (``"trsm"``).
+        op: an op of ``seeds.ops`` (``"trsm"``, ``"solve_tri"``, ``"band_bidiag"``).
         dtype: ``float32``, ``float64``, ``complex64`` or ``complex128``.
         gpu: the device served; its ``key`` is the service's ``gpu=`` and the cache folder,
             its ``arch`` is compared with the champion's.
@@ -160,17 +171,20 @@ class Resolver:
         trust: TrustPolicy,
     ) -> None:
         self.op = op
+        self.op_spec = ops.get_op(op)
         self.dtype = dtype
         self.gpu = gpu
         self._fetch = fetch
         self._cache = cache
         self._trust = trust
         self._lock = threading.Lock()
-        self._decisions: dict[tuple[int, int], Decision] = {}
+        self._decisions: dict[tuple[int, ...], Decision] = {}
         self._acquired: dict[tuple[str, str], _Acquired] = {}
+        self._fallback = self.op_spec.fallback_route
 
-    def resolve(self, m: int, n: int) -> Decision:
-        """The decision for the problem A (m×m), B (m×n); computed on first use, then cached.
+    def resolve(self, *shape: int) -> Decision:
+        """The decision for the problem of ``shape`` (the op's parameters in order; trsm:
+        ``resolve(m, n)`` for A m×m, B m×n); computed on first use, then cached.
 
         Returns within the fetch's timeout whatever the service answers and the disk cache
         holds; their faults are reasons in the decision, never exceptions.
@@ -178,41 +192,49 @@ class Resolver:
         Raises:
             seeds.registry.UnknownOpError, seeds.spec.UnknownDtypeError: bad op/dtype (both
                 ``ValueError``; :func:`kernevo.load` checks them up front).
+            seeds.ops.ShapeError: ``shape`` has not one value per parameter of the op.
         """
         with self._lock:
-            decision = self._decisions.get((m, n))
+            decision = self._decisions.get(shape)
             if decision is None:
-                decision = self._decide(m, n)
-                self._decisions[(m, n)] = decision
+                decision = self._decide(shape)
+                self._decisions[shape] = decision
             return decision
 
-    def mark_failed(self, m: int, n: int, error: BaseException) -> Decision:
-        """Pin (m, n) to cuBLAS after the kernel raised ``error``; returns the new decision."""
+    def mark_failed(self, shape: tuple[int, ...], error: BaseException) -> Decision:
+        """Pin ``shape`` to the fallback after the kernel raised ``error``; returns the new
+        decision."""
         with self._lock:
-            old = self._decisions.get((m, n))
-            decision = Decision(
-                m=m,
-                n=n,
-                route="cublas",
-                reason=f"kernel error: {type(error).__name__}: {error}",
+            old = self._decisions.get(shape)
+            decision = self._decision(
+                shape,
+                self._fallback,
+                f"kernel error: {type(error).__name__}: {error}",
                 path=old.path if old else None,
                 shape_bucket=old.shape_bucket if old else None,
                 champion=old.champion if old else None,
                 compared=old.compared if old else (),
             )
-            self._decisions[(m, n)] = decision
+            self._decisions[shape] = decision
             return decision
 
-    def _decide(self, m: int, n: int) -> Decision:
+    def _decision(self, shape: tuple[int, ...], route: Route, reason: str, *args: Any,
+                  **kwargs: Any) -> Decision:  # fmt: skip
+        """A :class:`Decision` naming this op's fallback library."""
+        return Decision(shape, route, reason, *args, fallback=self.op_spec.fallback_library,
+                        **kwargs)  # fmt: skip
+
+    def _decide(self, shape: tuple[int, ...]) -> Decision:
         """Each serving path's decision, then the fastest of those that run the kernel."""
-        routes = registry.route(self.op, self.dtype, m, n)
+        routes = registry.route(self.op, self.dtype, *shape)
         if not routes:
-            return Decision(m, n, "cublas", f"no path serves m={m} n={n}")
-        each = [self._decide_path(m, n, served.path_id, served.shape_bucket) for served in routes]
+            where = self.op_spec.assignments(shape, " ")
+            return self._decision(shape, self._fallback, f"no path serves {where}")
+        each = [self._decide_path(shape, served.path_id, served.shape_bucket) for served in routes]
         measured = {
             # The signed certificate's figures, never the unsigned metrics (a service or a
             # cache could edit those to steer the choice).
-            i: registry.measured(served, certified_metrics(decision.champion.certificate), m, n)
+            i: registry.measured(served, certified_metrics(decision.champion.certificate), *shape)
             for i, (served, decision) in enumerate(zip(routes, each, strict=True))
             if decision.route == "kernel" and decision.champion is not None
         }
@@ -230,17 +252,19 @@ class Resolver:
         summaries = "; ".join(item.summary() for item in compared)
         if chosen is None or winner is None:
             reason = f"no serving path's champion can run: {summaries}"
-            return Decision(m, n, "cublas", reason, refusals=refusals, compared=compared)
+            return self._decision(
+                shape, self._fallback, reason, refusals=refusals, compared=compared
+            )
         reason = f"{each[winner].reason}; fastest of {len(each)} paths by {chosen[1]}: {summaries}"
         return replace(each[winner], reason=reason, refusals=refusals, compared=compared)
 
-    def _decide_path(self, m: int, n: int, path: str, bucket: str) -> Decision:
-        """The decision for (m, n) were ``path`` (at ``bucket``) the only path serving it."""
+    def _decide_path(self, shape: tuple[int, ...], path: str, bucket: str) -> Decision:
+        """The decision for ``shape`` were ``path`` (at ``bucket``) the only path serving it."""
         acquired = self._acquired.get((path, bucket))
         if acquired is None:
             key = ChampionKey(self.gpu.key, path, self.dtype, bucket)
             try:
-                acquired = self._acquire(key, m, n)
+                acquired = self._acquire(key, shape)
             except Exception as error:
                 # The fetcher, the cache and the trust checks each turn bad data into a reason;
                 # anything they still let through (or an injected fetcher's fault) is a loader
@@ -251,15 +275,17 @@ class Resolver:
                 acquired = _Acquired(None, reason)
             self._acquired[(path, bucket)] = acquired
         champion, refusals = acquired.champion, acquired.refusals
+        fallback = self._fallback
         if champion is None:
-            return Decision(m, n, "cublas", acquired.reason, path, bucket, refusals=refusals)
-        envelope = champion.envelope
-        if not envelope.contains(m, n):
+            return self._decision(shape, fallback, acquired.reason, path, bucket, refusals=refusals)
+        envelope, params = champion.envelope, self.op_spec.param_names
+        if not envelope.contains(shape, params):
             reason = (
-                f"outside envelope {envelope.describe()} "
-                f"of champion program {champion.program_id} (m={m}, n={n})"
+                f"outside envelope {envelope.describe(params)} "
+                f"of champion program {champion.program_id} "
+                f"({self.op_spec.assignments(shape, ', ')})"
             )
-            return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
+            return self._decision(shape, fallback, reason, path, bucket, champion, refusals)
         reason = acquired.reason
         # Admitted champions carry a certificate that parses (TrustPolicy: no_certificate).
         toolkit = compare_toolkit(
@@ -273,17 +299,17 @@ class Resolver:
                 f"champion program {champion.program_id} {toolkit.refused_reason()} "
                 "(KERNEVO_REQUIRE_SAME_TOOLKIT)"
             )
-            return Decision(m, n, "cublas", reason, path, bucket, champion, refusals)
+            return self._decision(shape, fallback, reason, path, bucket, champion, refusals)
         if champion.arch != self.gpu.arch:
             reason += f"; recompiled for {self.gpu.arch} (built for {champion.arch})"
         if toolkit.served_reason():
             reason += f"; {toolkit.served_reason()}"
-        return Decision(m, n, "kernel", reason, path, bucket, champion, refusals)
+        return self._decision(shape, "kernel", reason, path, bucket, champion, refusals)
 
-    def _acquire(self, key: ChampionKey, m: int, n: int) -> _Acquired:
+    def _acquire(self, key: ChampionKey, shape: tuple[int, ...]) -> _Acquired:
         """The champion for ``key``: from the service if it gives one the trust checks admit,
         else the disk cache's if it is admitted; with every refusal on the way."""
-        outcome = self._fetch(key, m, n)
+        outcome = self._fetch(key, *shape)
         service_reason = outcome.detail
         refusals: list[Refusal] = []
         if outcome.champion is not None:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernevo.certificate import certificate_sha256 as certificate_digest
+from kernevo.paths import ops
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -52,13 +53,18 @@ def signed_payload(
 ) -> bytes:
     """The bytes a champion's signature covers: canonical JSON (sorted keys, no spaces, UTF-8).
 
-    ``launch`` contributes its ``kernel`` and ``config_kernel`` names; ``envelope`` its integer
-    ``m_max``, ``n_max`` and ``verified_shapes`` (``[[m, n], …]``, in the given order); other
-    keys of either are not used by the loader and are not signed. Digests are lower-case hex;
-    ``certificate_sha256`` is ``None`` only for a champion without a certificate.
+    ``launch`` contributes its ``kernel`` and ``config_kernel`` names; ``envelope`` its bounds,
+    every key ``<param>_max`` (an integer) and ``<param>_min`` (an integer; ``None`` is left
+    out) of the path's op's shape parameters (``seeds.ops.BOUND_KEY``: trsm's ``m_max``,
+    ``n_max``, and ``m_min``, ``n_min`` where a path has them), and its ``verified_shapes``
+    (``[[m, n], …]`` for trsm, a list of the op's parameters per shape, in the given order);
+    other keys of either are not used by the loader and are not signed. trsm's payloads are
+    byte for byte what they were when only ``m``/``n`` bounds were signed. Digests are
+    lower-case hex; ``certificate_sha256`` is ``None`` only for a champion without a
+    certificate.
 
     Raises:
-        KeyError: ``launch`` or ``envelope`` lacks one of those keys.
+        KeyError: ``launch`` lacks one of those keys, or ``envelope`` has no ``<param>_max``.
         TypeError, ValueError: a value of the wrong type (e.g. ``m_max`` not an integer).
     """
     document = {
@@ -75,16 +81,7 @@ def signed_payload(
             "kernel": str(launch["kernel"]),
             "config_kernel": str(launch["config_kernel"]),
         },
-        "envelope": {
-            "m_max": _integer(envelope["m_max"]),
-            "n_max": _integer(envelope["n_max"]),
-            "verified_shapes": [
-                [_integer(m), _integer(n)] for m, n in envelope.get("verified_shapes", [])
-            ],
-            # Lower bounds only where a path has them (trsm_small_z64: m = 64), so the payloads
-            # of champions without them are byte for byte what they were.
-            **{k: _integer(envelope[k]) for k in ("m_min", "n_min") if envelope.get(k) is not None},
-        },
+        "envelope": _signed_envelope(envelope),
         "compile_options": [str(option) for option in compile_options],
         "nvrtc_version": None if nvrtc_version is None else str(nvrtc_version),
         "certificate_sha256": (
@@ -93,6 +90,28 @@ def signed_payload(
     }
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
+
+
+def _signed_envelope(envelope: Mapping[str, Any]) -> dict[str, Any]:
+    """The envelope's signed part: every ``<param>_max`` (an integer), every ``<param>_min``
+    that is not ``None`` (an integer; lower bounds only where a path has them, trsm_small_z64's
+    m = 64, so the payloads of champions without them are byte for byte what they were), and
+    the verified shapes as lists of integers.
+
+    Raises:
+        KeyError: no ``<param>_max`` (trsm: ``m_max``).
+        TypeError: a bound or a shape value that is not an integer.
+    """
+    bounds: dict[str, int] = {}
+    for key, value in envelope.items():
+        match = ops.BOUND_KEY.match(key) if isinstance(key, str) else None
+        if match is None or (match.group(2) == "min" and value is None):
+            continue
+        bounds[key] = _integer(value)
+    if not any(key.endswith("_max") for key in bounds):
+        raise KeyError("envelope has no <param>_max bound")
+    shapes = [[_integer(value) for value in shape] for shape in envelope.get("verified_shapes", [])]
+    return {**bounds, "verified_shapes": shapes}
 
 
 def champion_payload(champion: ChampionKernel) -> bytes:
@@ -108,13 +127,7 @@ def champion_payload(champion: ChampionKernel) -> bytes:
         cubin_sha256=hashlib.sha256(champion.cubin).hexdigest(),
         source_sha256=hashlib.sha256(champion.source.encode("utf-8")).hexdigest(),
         launch={"kernel": champion.kernel_name, "config_kernel": champion.config_kernel_name},
-        envelope={
-            "m_max": champion.envelope.m_max,
-            "n_max": champion.envelope.n_max,
-            "verified_shapes": champion.envelope.verified_shapes,
-            "m_min": champion.envelope.m_min,
-            "n_min": champion.envelope.n_min,
-        },
+        envelope={**champion.envelope.bounds, "verified_shapes": champion.envelope.verified_shapes},
         compile_options=champion.compile_options,
         nvrtc_version=champion.nvrtc_version,
         certificate_sha256=certificate_digest(champion.certificate),

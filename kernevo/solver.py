@@ -1,6 +1,7 @@
-"""``kernevo.load``: the callable applications use, dispatching each TRSM by its shape to the
-champion kernel of the fastest path serving it (inside that champion's verified envelope) and to
-cuBLAS everywhere else."""
+"""``kernevo.load``: the callable applications use, dispatching each call of an op by its shape
+to the champion kernel of the fastest path serving it (inside that champion's verified
+envelope) and to the op's library fallback everywhere else (trsm: cuBLAS ?trsm; solve_tri:
+cuBLAS's batched TRSM; band_bidiag: LAPACK ?gbbrd on the host CPU; ``seeds.ops``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 from kernevo.cache import ChampionCache
 from kernevo.client import ChampionKernel, service_fetcher
 from kernevo.device import GpuInfo, current_gpu
-from kernevo.fallback import check_operands, cublas_trsm, device_index
 from kernevo.kernel import (
     CompileFn,
     DriverFactory,
@@ -22,7 +22,7 @@ from kernevo.kernel import (
     compile_for_arch,
     path_driver,
 )
-from kernevo.paths import registry
+from kernevo.paths import ops
 from kernevo.paths import spec as path_spec
 from kernevo.resolver import Decision, Resolver
 from kernevo.settings import LoaderSettings
@@ -30,28 +30,41 @@ from kernevo.trust import policy_from_settings
 
 log = logging.getLogger("kernevo")
 
-Fallback = Callable[[Any, Any], Any]
+Fallback = Callable[..., Any]
 
 
-class TrsmSolver:
-    """``solver(a, b)``: solve A·X = B in place in ``b`` and return ``b``.
+class OpSolver:
+    """``solver(*operands)``: one op's call, the champion kernel where it may run and the op's
+    library fallback everywhere else, with the op's signature (``seeds.ops``):
 
-    BLAS ``?trsm`` with side=L, uplo=L, trans=N, diag=N, alpha=1: ``a`` is m×m lower triangular
-    (the upper triangle is never read), ``b`` is m×n; both CuPy arrays on the solver's device
-    (the one current at :func:`load`), which must be current when it is called, as for any
-    CuPy operation.
-    The champion kernel runs when :meth:`explain` routes (m, n) to it and both arrays are
-    Fortran-contiguous (lda = ldb = m) of the loaded dtype; every other call goes to cuBLAS.
-    A kernel that raises is reported once (a ``logging`` warning on ``"kernevo"``), its shape
-    goes to cuBLAS from then on, and the call is answered by cuBLAS. The first kernel call of
-    each shape keeps a copy of ``b`` so that a failure there leaves ``b`` as given.
+    - trsm, ``solver(a, b)``: BLAS ``?trsm`` with side=L, uplo=L, trans=N, diag=N, alpha=1 in
+      place in ``b``, returning ``b``; ``a`` m×m lower triangular (the upper triangle is never
+      read), ``b`` m×n; the kernel takes Fortran-contiguous arrays (lda = ldb = m);
+    - solve_tri, ``solver(a, b)``: ggml's SOLVE_TRI in place in ``b``, returning ``b``; ``a``
+      of shape (b3, b2, n, n), ``b`` (b3, b2, n, k) (ggml's ne reversed, row-major); the kernel
+      takes C-contiguous arrays;
+    - band_bidiag, ``solver(band) -> (d, e)``: the upper bidiagonal form of an upper band in
+      LAPACK band storage, (BW + 1, n); ``band`` is never written; the kernel takes a
+      Fortran-ordered band.
+
+    Operands are CuPy arrays on the solver's device (the one current at :func:`load`), which
+    must be current when it is called, as for any CuPy operation. The champion kernel runs when
+    :meth:`explain` routes the shape to it and the op's call adapter says the arrays fit it
+    (``OpCall.kernel_ready``: the loaded dtype, the memory order the kernel takes, the solver's
+    device); every other call goes to the fallback. A kernel that raises is reported once (a
+    ``logging`` warning on ``"kernevo"``), its shape goes to the fallback from then on, and the
+    call is answered by the fallback. The first kernel call of each shape keeps a copy of what
+    the kernel overwrites (``OpCall.snapshot``) so that a failure there leaves the operands as
+    given.
 
     Args:
         resolver: routes shapes for one (op, dtype, GPU) (see :class:`kernevo.resolver.Resolver`).
         driver_factory: ``(path_id, cubin, dtype) -> driver``; tests inject fakes.
-        fallback: ``(a, b) -> b``, the vendor path (default cuBLAS through CuPy).
+        fallback: the library path with the op's signature (default the op's
+            ``OpCall.fallback``: cuBLAS through CuPy, or LAPACK on the host).
         compile_fn: ``(source, options, arch) -> cubin``, used only when the champion's arch
             differs from the device's.
+        call: the op's call adapter (``seeds.ops.OpCall``; default a new one of the op's).
     """
 
     def __init__(
@@ -59,75 +72,82 @@ class TrsmSolver:
         resolver: Resolver,
         *,
         driver_factory: DriverFactory = path_driver,
-        fallback: Fallback = cublas_trsm,
+        fallback: Fallback | None = None,
         compile_fn: CompileFn = compile_for_arch,
+        call: Any = None,
     ) -> None:
         self.op = resolver.op
         self.dtype = resolver.dtype
         self.gpu: GpuInfo = resolver.gpu
+        self._spec = ops.get_op(resolver.op)
+        self._call = call if call is not None else self._spec.call()
         self._resolver = resolver
         self._driver_factory = driver_factory
-        self._fallback = fallback
+        self._fallback = fallback if fallback is not None else self._call.fallback
         self._compile_fn = compile_fn
         self._lock = threading.Lock()
         self._drivers: dict[str, KernelDriver | Exception] = {}
-        self._proven: set[tuple[int, int]] = set()
+        self._proven: set[tuple[int, ...]] = set()
 
-    def __call__(self, a: Any, b: Any) -> Any:
-        """Solve A·X = B in place in ``b`` (m×n) with ``a`` (m×m, lower); returns ``b``.
+    def __call__(self, *operands: Any) -> Any:
+        """The op on ``operands`` (trsm: ``solver(a, b)`` solves in place in ``b`` and returns
+        ``b``); see the class doc for each op.
 
         Raises:
-            TypeError: not CuPy arrays, or dtypes that cannot be solved in place in ``b``.
-            ValueError: shapes that do not form a TRSM problem.
+            TypeError: not CuPy arrays, or dtypes the op cannot take.
+            ValueError: shapes that do not form a problem of the op.
         """
-        m, n = check_operands(a, b)
-        decision = self._resolver.resolve(m, n)
-        if decision.route == "kernel" and self._eligible(a, b):
+        shape = tuple(self._call.shape(*operands))
+        decision = self._resolver.resolve(*shape)
+        if decision.route == "kernel" and self._call.kernel_ready(
+            self.dtype, self.gpu.index, *operands
+        ):
             assert decision.champion is not None
-            if self._run_kernel(decision.champion, a, b, m, n):
-                return b
-        self._fallback(a, b)
-        return b
+            ran, result = self._run_kernel(decision.champion, operands, shape)
+            if ran:
+                return result
+        return self._fallback(*operands)
 
-    def explain(self, m: int, n: int) -> Decision:
-        """Where a problem with A m×m and B m×n goes and why (fetches the champions if needed):
-        the path (``Decision.path``), the route (kernel or cuBLAS), the reason (naming the
-        paths compared when several serve the shape) and every serving path as judged
-        (``Decision.compared``).
+    def explain(self, *shape: int) -> Decision:
+        """Where a problem of ``shape`` goes and why (fetches the champions if needed), the
+        shape being the op's parameters in order (trsm: ``explain(m, n)`` for A m×m, B m×n;
+        solve_tri: ``explain(n, k, b2, b3)``; band_bidiag: ``explain(n, bandwidth)``): the path
+        (``Decision.path``), the route (kernel or the op's fallback, ``Decision.fallback``
+        naming its library), the reason (naming the paths compared when several serve the
+        shape) and every serving path as judged (``Decision.compared``).
 
-        Arrays that are not Fortran-contiguous or not of the loaded dtype go to cuBLAS whatever
-        this says.
+        Arrays the kernel does not take as they are (another dtype, another memory order) go
+        to the fallback whatever this says.
+
+        Raises:
+            seeds.ops.ShapeError: not one value per parameter of the op.
         """
-        return self._resolver.resolve(m, n)
+        return self._resolver.resolve(*shape)
 
-    def _eligible(self, a: Any, b: Any) -> bool:
-        """Whether the arrays fit the kernel: loaded dtype, Fortran order, the solver's device."""
-        return (
-            a.dtype == self.dtype
-            and b.dtype == self.dtype
-            and a.flags.f_contiguous
-            and b.flags.f_contiguous
-            and device_index(b) == self.gpu.index
-        )
-
-    def _run_kernel(self, champion: ChampionKernel, a: Any, b: Any, m: int, n: int) -> bool:
-        """Launch the champion; ``False`` (and the shape pinned to cuBLAS) if anything raised."""
-        backup = None
+    def _run_kernel(
+        self, champion: ChampionKernel, operands: tuple[Any, ...], shape: tuple[int, ...]
+    ) -> tuple[bool, Any]:
+        """Launch the champion: ``(True, result)``, or ``(False, None)`` (and the shape pinned
+        to the fallback) if anything raised."""
+        snapshot = None
         try:
             driver = self._driver(champion)
-            if (m, n) not in self._proven:
-                backup = b.copy(order="F")
-            driver.solve(a, b, None)
+            if shape not in self._proven:
+                snapshot = self._call.snapshot(*operands)
+            result = driver.solve(*operands, None)
         except Exception as error:
-            if backup is not None:
-                b[...] = backup
-            decision = self._resolver.mark_failed(m, n, error)
+            if snapshot is not None:
+                self._call.restore(snapshot, *operands)
+            decision = self._resolver.mark_failed(shape, error)
             log.warning(
-                "kernevo: %s at m=%d n=%d; using cuBLAS for this shape", decision.reason, m, n
+                "kernevo: %s at %s; using %s for this shape",
+                decision.reason,
+                self._spec.assignments(shape, " "),
+                decision.fallback,
             )
-            return False
-        self._proven.add((m, n))
-        return True
+            return False, None
+        self._proven.add(shape)
+        return True, result
 
     def _driver(self, champion: ChampionKernel) -> KernelDriver:
         """The driver of ``champion``, built once; a build failure is remembered and re-raised."""
@@ -149,21 +169,23 @@ class TrsmSolver:
         return driver
 
 
-_SOLVERS: dict[str, type[TrsmSolver]] = {"trsm": TrsmSolver}
+TrsmSolver = OpSolver
+"""The solver of trsm (``kernevo.load("trsm", dtype)``): an :class:`OpSolver`; the name stays
+for code written before other ops."""
 
 
 def check_problem(op: str, dtype: str) -> None:
-    """Check that ``op`` has a loader and some path serves it in ``dtype``.
+    """Check that ``op`` is an op of the registry (``seeds.ops``) defined for ``dtype``.
+
+    An op whose paths have no champion yet, or no path at all, still loads: every call goes to
+    its fallback, and ``explain()`` says why.
 
     Raises:
-        seeds.registry.UnknownOpError: unknown op (a ``ValueError``, one line).
-        seeds.spec.UnknownDtypeError: a dtype no path of ``op`` serves (a ``ValueError``).
+        seeds.registry.UnknownOpError: unknown op (a ``ValueError``, one line naming the ops).
+        seeds.spec.UnknownDtypeError: a dtype the op is not defined for (a ``ValueError``).
     """
-    if op not in registry.OPS or op not in _SOLVERS:
-        known = ", ".join(sorted(set(registry.OPS) & set(_SOLVERS)))
-        raise registry.UnknownOpError(f"unknown op {op!r}; known ops: {known}")
-    served = sorted({d for spec in registry.PATHS.values() if spec.op == op for d in spec.dtypes})
-    path_spec.check_dtype(dtype, tuple(served))
+    spec = ops.get_op(op)
+    path_spec.check_dtype(dtype, spec.dtypes)
 
 
 def load(
@@ -175,24 +197,31 @@ def load(
     trusted_keys: Sequence[str] | None = None,
     key_dir: str | Path | None = None,
     lock_file: str | Path | None = None,
-) -> TrsmSolver:
-    """A solver for ``op`` in ``dtype`` on CuPy's current device.
+) -> OpSolver:
+    """A solver for ``op`` in ``dtype`` on CuPy's current device: a callable with the op's
+    signature (:class:`OpSolver`; trsm ``solver(a, b)``, solve_tri ``solver(a, b)``,
+    band_bidiag ``solver(band) -> (d, e)``).
 
     Each argument overrides its ``KERNEVO_*`` variable (see :class:`LoaderSettings`):
     ``api_url`` (default ``http://127.0.0.1:8000``), ``cache_dir`` (``~/.cache/kernevo``),
     ``trusted_keys`` (public keys: base64 of the 32 raw bytes or PEM file paths), ``key_dir``
     (the local key pair, ``~/.config/kernevo/keys``) and ``lock_file``. Only champions signed
     by a trusted key (and pinned by the lock file, when one is given) run; with no trusted key
-    at all every problem goes to cuBLAS and :meth:`TrsmSolver.explain` says so. Nothing is
-    fetched here: each (path, shape bucket) is fetched on the first call that needs it.
+    at all every problem goes to the op's fallback and :meth:`OpSolver.explain` says so.
+    Nothing is fetched here: each (path, shape bucket) is fetched on the first call that needs
+    it.
 
     Raises:
         ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
             file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line).
+        ModuleNotFoundError: what the op's fallback needs is not installed (band_bidiag's
+            LAPACK comes with SciPy, which the light ``kernevo`` wheel installs with its
+            ``band_bidiag`` extra).
         kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
             too old, or no device).
     """
     check_problem(op, dtype)
+    call = ops.get_op(op).call()  # its constructor checks what its fallback needs
     overrides: dict[str, Any] = {}
     if api_url is not None:
         overrides["api_url"] = api_url
@@ -214,4 +243,4 @@ def load(
         cache=ChampionCache(settings.cache_dir),
         trust=trust,
     )
-    return _SOLVERS[op](resolver)
+    return OpSolver(resolver, call=call)

@@ -45,7 +45,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from kernevo.certificate import Certificate
-from kernevo.client import ChampionKernel
+from kernevo.client import ChampionKernel, op_params
 from kernevo.keys import local_public_key, trusted_keys
 from kernevo.lockfile import LockFile, entry_for
 from kernevo.settings import LoaderSettings
@@ -169,8 +169,9 @@ def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> 
     if verified and built and verified != built:
         clauses.append(f"NVRTC {verified}, champion compiled by {built}")
     envelope = champion.envelope
-    if outside := sorted({s for s in certificate.shapes() if not envelope.contains(*s)}):
-        clauses.append(f"shapes {outside[:3]} outside the envelope {envelope.describe()}")
+    params = op_params(champion.path, envelope)
+    if outside := sorted({s for s in certificate.shapes() if not envelope.contains(s, params)}):
+        clauses.append(f"shapes {outside[:3]} outside the envelope {envelope.describe(params)}")
     return "; ".join(clauses)
 
 

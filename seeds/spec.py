@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from . import ops
 from .ops import spec as op_spec
+from .ops.spec import envelope_params
 
 DTYPES: tuple[str, ...] = ("float32", "float64", "complex64", "complex128")
 
@@ -103,17 +104,6 @@ def resolve(name: str) -> Any:
     if not module_name or not attribute:
         raise ValueError(f"{name!r} is not a 'module:attribute' name")
     return getattr(importlib.import_module(f"{__package__}.{module_name}"), attribute)
-
-
-def envelope_params(envelope: dict[str, int]) -> tuple[str, ...]:
-    """The parameters an envelope bounds, in the order their keys first appear
-    (``{"m_min": 128, "m_max": 2048, "n_max": 16384}``: ``("m", "n")``)."""
-    found: list[str] = []
-    for key in envelope:
-        match = ops.BOUND_KEY.match(key)
-        if match and match.group(1) not in found:
-            found.append(match.group(1))
-    return tuple(found)
 
 
 @dataclass(frozen=True)

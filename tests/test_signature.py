@@ -80,7 +80,7 @@ def champion(**change: Any) -> ChampionKernel:
         compile_options=("-arch=sm_90", "-std=c++17", "-DKERNEVO_DTYPE=1"),
         kernel_name="trsm_small_kernel",
         config_kernel_name="kernevo_launch_config",
-        envelope=Envelope(64, 64, ((1, 1), (64, 64))),
+        envelope=Envelope({"m_max": 64, "n_max": 64}, ((1, 1), (64, 64))),
         promoted_at=None,
         source=SOURCE,
         cubin=CUBIN,
@@ -418,12 +418,13 @@ def test_envelope_lower_bounds_are_signed_only_where_a_path_has_them():
     bounded = fields(envelope={**fields()["envelope"], "m_min": 64})
     assert b'"m_min":64' in signed_payload(**bounded) and signed_payload(**bounded) != plain
 
-    z64 = champion(envelope=Envelope(64, 64, ((64, 1), (64, 64)), m_min=64))
+    z64 = champion(envelope=Envelope({"m_max": 64, "n_max": 64, "m_min": 64}, ((64, 1), (64, 64))))
     assert champion_payload(z64) == signed_payload(
         **fields(envelope={"m_max": 64, "n_max": 64, "verified_shapes": [[64, 1], [64, 64]],
                            "m_min": 64})
     )  # fmt: skip
-    widened = replace(z64, envelope=replace(z64.envelope, m_min=None))
+    widened = replace(z64, envelope=replace(z64.envelope, bounds={"m_max": 64, "n_max": 64}))
     assert champion_payload(widened) != champion_payload(z64)  # a dropped bound breaks it
-    assert z64.envelope.contains(64, 7) and not z64.envelope.contains(63, 7)
-    assert champion().envelope.contains(1, 1)
+    mn = ("m", "n")
+    assert z64.envelope.contains((64, 7), mn) and not z64.envelope.contains((63, 7), mn)
+    assert champion().envelope.contains((1, 1), mn)

@@ -133,7 +133,15 @@ class BandBidiagCall:
     """The loader's call of ``band_bidiag`` (``seeds.ops.spec.OpCall``): ``solver(band)``
     returns (d, e) as device arrays of ``band``'s dtype and never writes ``band``. A champion
     kernel takes a Fortran-ordered band (ldab = BW + 1) of the loaded dtype on the solver's
-    device; LAPACK on the host takes the rest."""
+    device; LAPACK on the host takes the rest.
+
+    Raises:
+        ModuleNotFoundError: SciPy, whose LAPACK the fallback calls, is not installed (the
+            light ``kernevo`` wheel installs it with its ``band_bidiag`` extra).
+    """
+
+    def __init__(self) -> None:
+        import scipy.linalg.cython_lapack  # noqa: F401  the fallback's LAPACK: missing is said now
 
     def shape(self, band: Any) -> tuple[int, int]:
         """(n, bandwidth) (:func:`check_band`)."""

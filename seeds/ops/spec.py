@@ -300,18 +300,24 @@ def overlap(first: Mapping[str, Any], second: Mapping[str, Any], params: Sequenc
     )
 
 
+def envelope_params(envelope: Mapping[str, Any]) -> tuple[str, ...]:
+    """The parameters an envelope bounds, in the order their keys first appear
+    (``{"m_min": 128, "m_max": 2048, "n_max": 16384}``: ``("m", "n")``)."""
+    found: list[str] = []
+    for key in envelope:
+        match = BOUND_KEY.match(key) if isinstance(key, str) else None
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return tuple(found)
+
+
 def describe_envelope(envelope: Mapping[str, Any], params: Sequence[str] | None = None) -> str:
     """An envelope in words, one clause per parameter: ``m <= 64, n <= 64``, or
     ``64 <= m <= 64, n <= 64`` where a lower bound is set (a bound missing or ``None`` is left
     out). ``params``: the op's parameters in order; ``None``: the parameters the envelope's
     bound keys name, in the order they first appear."""
     if params is None:
-        found: list[str] = []
-        for key in envelope:
-            match = BOUND_KEY.match(key) if isinstance(key, str) else None
-            if match and match.group(1) not in found:
-                found.append(match.group(1))
-        params = found
+        params = envelope_params(envelope)
     return ", ".join(
         f"{envelope[f'{name}_min']} <= {name} <= {envelope.get(f'{name}_max')}"
         if envelope.get(f"{name}_min") is not None
