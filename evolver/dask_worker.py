@@ -147,7 +147,11 @@ async def _serve(scheduler: str, plugin: Any, options: dict[str, Any], write: Wr
     try:
         await nanny
     except Exception as error:
-        raise ClusterError(f"Dask worker cannot join scheduler {scheduler}: {error}") from None
+        cause: BaseException = error
+        while cause.__cause__ is not None:  # Dask wraps the reason: "Nanny failed to start."
+            cause = cause.__cause__
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        raise ClusterError(f"Dask worker cannot join scheduler {scheduler}: {reason}") from None
     device = f"GPU {plugin.gpu_index}" if plugin.gpu_index is not None else "no GPU"
     write(
         f"dask worker {options['name']} | {device}, key {plugin.gpu_key}, resources "
