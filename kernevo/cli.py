@@ -527,6 +527,7 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
 def _cmd_best(args: argparse.Namespace) -> int:
     from seeds.hardware import normalize_gpu_name
 
+    shape = _best_shape(args)  # a usage error, before anything runs
     gpu = args.gpu
     if gpu is None:
         from evolver.errors import NoGpuError
@@ -541,7 +542,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise CliError(str(error)) from None
     base = _api_url(args.api_url)
-    params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, "m": args.m, "n": args.n}
+    params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, **shape}
     kernel = _get_json(f"{base}/v1/kernels/best", params)
     try:
         lines = _best_lines(kernel, args, gpu_key)
@@ -554,31 +555,74 @@ def _cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shape_values(text: str) -> dict[str, int]:
+    """An argparse type: ``--shape n=64,k=6,b2=4,b3=2``, an op's shape parameters by name
+    (which op's is checked with ``--op``)."""
+    values: dict[str, int] = {}
+    for item in _text("a shape")(text).split(","):
+        name, equals, number = item.strip().partition("=")
+        if not equals or not re.fullmatch(r"[a-z][a-z0-9]{0,15}", name.strip()):
+            raise argparse.ArgumentTypeError(
+                f"expected name=value pairs such as n=64,k=6, not {shorten(text)!r}"
+            )
+        if name.strip() in values:
+            raise argparse.ArgumentTypeError(f"{name.strip()} given twice in --shape")
+        values[name.strip()] = _int_in(-(2**63), 2**63 - 1, f"a value of {name.strip()}")(
+            number.strip()
+        )
+    return values
+
+
+def _best_shape(args: argparse.Namespace) -> dict[str, int]:
+    """The shape ``kernevo best`` asks for, by parameter name in the op's order: ``--shape``'s
+    pairs, with ``--m`` and ``--n`` as the parameters ``m`` and ``n`` (trsm's two), checked
+    against the op (``seeds.ops.OpSpec.shape_from``). Refused as a usage error (exit 2)."""
+    from seeds.ops import ShapeError, get_op
+
+    values = dict(args.shape or {})
+    for name in ("m", "n"):
+        given = getattr(args, name)
+        if given is not None:
+            if name in values:
+                args.parser.error(f"argument --{name}: {name} is also given by --shape")
+            values[name] = given
+    spec = get_op(args.op)
+    try:
+        shape = spec.shape_from(values)
+    except ShapeError as error:
+        args.parser.error(f"{error} (--shape {','.join(f'{p}=…' for p in spec.param_names)})")
+    return dict(zip(spec.param_names, shape, strict=True))
+
+
 def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) -> list[str]:
     """``kernevo best``'s output for the service's answer ``kernel``.
 
     Raises:
         KeyError, TypeError, ValueError, AttributeError: a field missing or of the wrong type.
     """
+    from kernevo.client import describe_envelope
+    from seeds.ops import get_op
+
+    spec = get_op(args.op)
+    shape = _best_shape(args)
+    where = " ".join(f"{name}={value}" for name, value in shape.items())
     metrics = kernel.get("metrics", {})
     envelope = kernel.get("envelope", {})
-    from kernevo.client import describe_envelope
-
-    bounds = describe_envelope(envelope)
+    bounds = describe_envelope(envelope, spec.param_names)
     lines = [
-        f"{args.op} {args.dtype} m={args.m} n={args.n} on {gpu_key}: path {kernel['path']}, "
+        f"{args.op} {args.dtype} {where} on {gpu_key}: path {kernel['path']}, "
         f"shape bucket {kernel['shape_bucket']}",
         f"program {kernel['program_id']} ({kernel.get('program_uid', '?')}), promoted "
         f"{kernel['promoted_at']}",
         f"score {metrics.get('score', 0.0):.3f} (geometric-mean speedup over the vendor library)",
-        *_compared_lines(kernel, args.m, args.n),
+        *_compared_lines(kernel, where),
     ]
     for timing in metrics.get("timings", []):
         cand, base_us = timing.get("candidate_us", 0.0), timing.get("baseline_us", 0.0)
         speedup = base_us / cand if cand else 0.0
-        lines.append(
-            f"  m={timing['m']} n={timing['n']}: {cand:.2f} us vs {base_us:.2f} us ({speedup:.2f}x)"
-        )
+        timed = timing.get("shape") or [timing[name] for name in spec.param_names]
+        timed_at = spec.assignments(list(timed), " ")
+        lines.append(f"  {timed_at}: {cand:.2f} us vs {base_us:.2f} us ({speedup:.2f}x)")
     lines += [
         f"cubin {kernel['arch']} sha256 {kernel['cubin_sha256']}, NVRTC "
         f"{kernel.get('nvrtc_version')}, {len(kernel.get('cubin_b64', '')) * 3 // 4} bytes",
@@ -590,9 +634,10 @@ def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) 
     return lines
 
 
-def _compared_lines(kernel: dict[str, Any], m: int, n: int) -> list[str]:
+def _compared_lines(kernel: dict[str, Any], at: str) -> list[str]:
     """The paths the service compared for the answer (``candidates``, ``compared_by``; none
-    from a service older than routing over several paths), one line each."""
+    from a service older than routing over several paths), one line each; ``at`` is the shape
+    asked for (``m=32 n=32``)."""
     candidates = kernel.get("candidates") or []
     if not candidates:
         return []
@@ -605,7 +650,7 @@ def _compared_lines(kernel: dict[str, Any], m: int, n: int) -> list[str]:
         score, time_us = candidate.get("combined_score"), candidate.get("time_us")
         text = f"program {candidate.get('program_id')}, score "
         text += "not recorded" if score is None else f"{score:.3f}"
-        text += "" if time_us is None else f", {time_us:.2f} us at m={m} n={n}"
+        text += "" if time_us is None else f", {time_us:.2f} us at {at}"
         lines.append(where + text + (" (chosen)" if candidate.get("status") == "chosen" else ""))
     return lines
 
@@ -1118,10 +1163,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_serve)
 
     best = commands.add_parser("best", help="the champion kernel serving a problem")
-    best.add_argument("--op", type=_op, default="trsm")
+    best.set_defaults(parser=best)  # a shape the op refuses: best's usage error
+    best.add_argument("--op", type=_op, default="trsm", help="trsm, solve_tri, band_bidiag")
     best.add_argument("--dtype", type=_dtype, required=True)
-    best.add_argument("--m", type=_dimension, required=True)
-    best.add_argument("--n", type=_dimension, required=True)
+    best.add_argument(
+        "--shape",
+        type=_shape_values,
+        help="the op's shape parameters, e.g. n=64,k=6,b2=4,b3=2 (solve_tri), "
+        "n=4096,bandwidth=32 (band_bidiag)",
+    )
+    best.add_argument("--m", type=_dimension, help="m (trsm: rows of A and B)")
+    best.add_argument("--n", type=_dimension, help="n (trsm: columns of B)")
     _add_gpu_arguments(best)
     best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)

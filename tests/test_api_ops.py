@@ -306,3 +306,67 @@ def test_the_manifest_and_the_listing_take_the_op(
     assert unknown.status_code == 422 and "unknown op 'gemm'" in unknown.json()["detail"]
     listed = api_client.get("/v1/champions", params={"op": "solve_tri"}).json()
     assert [(c["path"], c["op"]) for c in listed] == [("tri_fake", "solve_tri")]
+
+
+# --- kernevo best -----------------------------------------------------------------------------
+
+
+def _best(api_client: TestClient, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    """``kernevo best`` against the test client (its ``_get_json`` answered by the app)."""
+    import kernevo.cli
+
+    monkeypatch.setattr(
+        kernevo.cli, "_get_json", lambda url, params: api_client.get(url, params=params).json()
+    )
+    command = ["best", *args, "--gpu", "nvidia-h200", "--api-url", "http://testserver"]
+    return kernevo.cli.main(command)
+
+
+def test_kernevo_best_takes_the_ops_shape(
+    api_client: TestClient,
+    champions: dict[str, int],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tri = ["--op", "solve_tri", "--dtype", "float32", "--shape", "n=64,k=6,b2=4,b3=2"]
+    assert _best(api_client, monkeypatch, *tri) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "solve_tri float32 n=64 k=6 b2=4 b3=2 on nvidia-h200: path tri_fake, shape bucket n128"
+    )
+    assert f"  tri_fake (shape bucket n128): program {champions['tri']}, score 1.700, 7.50 us " \
+        "at n=64 k=6 b2=4 b3=2 (chosen)" in out  # fmt: skip
+    assert "  n=64 k=6 b2=4 b3=2: 7.50 us vs 31.00 us (4.13x)" in out
+    assert "envelope n <= 128, k <= 64, b2 <= 64, b3 <= 64, 2 verified shapes" in out
+
+    band = ["--op", "band_bidiag", "--dtype", "float64", "--shape", "n=4096,bandwidth=128"]
+    assert _best(api_client, monkeypatch, *band) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("path band_fake, shape bucket bw512")
+    assert "  n=4096 bandwidth=128: 90000.00 us vs 900000.00 us (10.00x)" in out
+    assert "envelope n <= 16384, bandwidth <= 512, 1 verified shapes" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--op", "solve_tri", "--shape", "n=64,k=6"], "solve_tri needs b2"),
+        (["--shape", "m=4,n=2", "--m", "4"], "argument --m: m is also given by --shape"),
+        (["--m", "8", "--n", "8", "--shape", "k=2"], "k is not a shape parameter of trsm"),
+        (["--op", "band_bidiag", "--shape", "n=8,bandwidth=8"],
+         "band_bidiag needs bandwidth <= n - 1"),
+        (["--shape", "n=64,x"], "argument --shape: expected name=value pairs"),
+        (["--shape", "n=1,n=2"], "argument --shape: n given twice"),
+        (["--op", "gemm", "--m", "1", "--n", "1"], "unknown op 'gemm'; known ops: trsm, "),
+    ],
+)  # fmt: skip
+def test_kernevo_best_refuses_a_shape_the_op_does_not_take(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import kernevo.cli
+
+    with pytest.raises(SystemExit) as exited:
+        kernevo.cli.main(["best", "--dtype", "float32", *args, "--gpu", "nvidia-h200"])
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert message in line
