@@ -377,3 +377,43 @@ def test_solve_tri_takes_ggml_tensors_and_solves_every_batch_index(other_ops, tm
     solver(a, strided)  # not packed row-major: the batched cuBLAS TRSM's
     assert fallen == [(2, 4, 64, 6)]
     assert solver.explain(300, 6, 4, 2).reason == "no path serves n=300 k=6 b2=4 b3=2"
+
+
+# --- trsm's signed payloads -------------------------------------------------------------------
+
+
+def _envelope_signed_before_ops(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The signed envelope as ``kernevo.signature.signed_payload`` built it before ops had
+    their own parameters (m and n only), kept here to compare bytes with."""
+    return {
+        "m_max": envelope["m_max"],
+        "n_max": envelope["n_max"],
+        "verified_shapes": [[m, n] for m, n in envelope.get("verified_shapes", [])],
+        **{k: envelope[k] for k in ("m_min", "n_min") if envelope.get(k) is not None},
+    }
+
+
+@pytest.mark.parametrize("path_id", ["trsm_small", "trsm_small_z64", "trsm_blocked"])
+def test_trsm_payloads_are_byte_for_byte_what_they_were(path_id: str):
+    import json
+
+    from kernevo.signature import PAYLOAD_FORMAT, signed_payload
+
+    spec = registry.get_path(path_id)
+    envelope = {**spec.envelope, "verified_shapes": [list(s) for s in spec.verify_shapes],
+                "comment": "not signed", "m_min": spec.envelope.get("m_min")}  # fmt: skip
+    fields = {
+        "path": path_id, "dtype": "complex128", "gpu": "nvidia-h200",
+        "shape_bucket": spec.shape_bucket, "program_id": 7, "arch": "sm_90",
+        "cubin_sha256": "a" * 64, "source_sha256": "b" * 64,
+        "launch": {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name},
+        "compile_options": spec.compile_options("complex128", "sm_90"), "nvrtc_version": "13.0",
+        "certificate_sha256": "c" * 64,
+    }  # fmt: skip
+    before = {
+        "format": PAYLOAD_FORMAT, **fields,
+        "launch": {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name},
+        "envelope": _envelope_signed_before_ops(envelope),
+    }  # fmt: skip
+    expected = json.dumps(before, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert signed_payload(**fields, envelope=envelope) == expected.encode("utf-8")
