@@ -282,7 +282,7 @@ def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
     }
     scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
     with SpecCluster(workers=workers, scheduler=scheduler) as spec, Client(spec) as client:
-        info = client.scheduler_info()["workers"]
+        info = client.scheduler_info(n_workers=-1)["workers"]
         by_key = keys_of(info)
         assert {k: len(v) for k, v in by_key.items()} == {"sim-a": 1, "sim-b": 1}
         source = get_path("trsm_small").seed_source()
@@ -309,6 +309,28 @@ def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
         assert report.status == "infra_error"
         assert report.failure is not None and report.failure.check == "evaluation_deadline"
         assert report.metrics()["combined_score"] == 0.0
+        # Dask's own worker command with kernevo's preload (dask-jobqueue's way): it joins
+        # under the key the preload found (compile-only here) and evaluates.
+        preloaded = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", spec.scheduler_address,
+             "--nthreads", "1", "--no-dashboard", "--name", "preloaded",
+             "--preload", "evolver.dask_preload", "--compile-only"],
+            env={**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            context = JobContext("trsm_small", None, "float32", "sm_90", "none")
+            remote = RemoteEvaluations(spec.scheduler_address, context, wait_s=60)
+            try:
+                report = remote.evaluate(source, None, JobBest(None))
+            finally:
+                remote.close()
+            assert report.status == "compiled"
+            (address,) = keys_of(client.scheduler_info(n_workers=-1)["workers"])["none"]
+            assert _worker_of(json.loads(report.to_json())) == address
+        finally:
+            preloaded.terminate()
+            preloaded.wait(timeout=30)
         # A task forced onto a worker of another key is refused there, not evaluated.
         request = EvaluationRequest(
             JobContext("trsm_small", None, "float32", "sm_90", "sim-a"), source
