@@ -42,9 +42,9 @@ from evaluator.inputs import (
     scaled_problem,
     sweep_exponents,
 )
+from evaluator.op_suites import suite_for
 from evaluator.report import CheckFailure, GpuInfo
-from evaluator.timing import time_shape
-from evaluator.timing_plan import timing_plan
+from evaluator.timing import time_shape as time_shape  # trsm's suite times through this name
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
 from seeds.registry import get_path
@@ -312,7 +312,9 @@ def run(task: dict[str, Any]) -> dict[str, Any]:
     """Execute one task dict (``kind`` = info | check | full | champion); return a result dict.
 
     Every part comes from the spec of ``path_id`` (``seeds.spec.PathSpec``): the driver that
-    loads ``cubin``, the reference check of each output and the baseline.
+    loads ``cubin``, the reference check of each output and the baseline; what depends on the
+    path's op — inputs, checks, timing — from the op's suite (``evaluator.op_suites``; trsm's:
+    :func:`verify`, :func:`check_determinism`, ``evaluator.timing.time_shape``).
     ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
     determinism. ``full``: verify, time ``timed_shapes`` against the path's baseline (cuBLAS
     for ``trsm_small``) and against ``rival_cubin``, the champion's or the parent's as
@@ -342,11 +344,12 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     dtype = task["dtype"]
     t0 = time.perf_counter()
     spec = get_path(task["path_id"])
+    suite = suite_for(spec.op)
     check = solution_check(spec.reference_check)
     driver = spec.driver(task["cubin"], dtype)
     owned.callback(_release, driver)
-    failure, passed = verify(
-        driver, dtype, task["shapes"], task["seeds"], task["growth"], check, spec.verify_kinds
+    failure, passed = suite.verify(
+        driver, spec, dtype, task["shapes"], task["seeds"], task["growth"], check
     )
     phases = {"verify": time.perf_counter() - t0}
     result: dict[str, Any] = {
@@ -357,7 +360,9 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     if failure or task["kind"] == "check":
         return result
     if task["kind"] == "champion":
-        failure = check_determinism(driver, dtype, task["determinism_shapes"], task["repeats"])
+        failure = suite.determinism(
+            driver, spec, dtype, task["determinism_shapes"], task["repeats"]
+        )
         result["failure"] = failure and asdict(failure)
         return result
 
@@ -369,14 +374,14 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     if task.get("rival_cubin"):
         rival = spec.driver(task["rival_cubin"], dtype)
         owned.callback(_release, rival)
-        rivals[task.get("rival_name", "champion")] = rival.solve_raw
+        rivals[task.get("rival_name", "champion")] = rival
     timings, rival_timings = [], []
     try:
-        for m, n in task["timed_shapes"]:
-            # Scaled to the shape (evaluator.timing_plan); the task's own settings (its seed) win.
-            plan = {**timing_plan(m, n, dtype).as_kwargs(), **task.get("timing", {})}
-            timing, against, failure = time_shape(
-                m, n, dtype, driver.solve_raw, baseline, check, rivals=rivals, **plan
+        for shape in task["timed_shapes"]:
+            # The suite's plan for the shape (trsm: evaluator.timing_plan); the task's own
+            # settings (its seed) win.
+            timing, against, failure = suite.time(
+                driver, spec, dtype, tuple(shape), baseline, check, rivals, task.get("timing", {})
             )
             timings.append(asdict(timing))
             rival_timings += [asdict(r) for r in against]
@@ -390,7 +395,7 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
         return result
     phases["time"] = time.perf_counter() - t0 - phases["verify"]
     fresh = [(s + 1) % 2**31 for s in task["seeds"]]
-    failure, _ = verify(driver, dtype, task["recheck_shapes"], fresh, growth=False, check=check)
+    failure, _ = suite.verify(driver, spec, dtype, task["recheck_shapes"], fresh, False, check)
     phases["verify"] = time.perf_counter() - t0 - phases["time"]
     if failure:
         result["failure"] = asdict(

@@ -27,6 +27,7 @@ compute-sanitizer has not passed (``evaluator.champion``: ``sanitizer_missing``)
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -48,11 +49,12 @@ MEMCHECK_TIMEOUT_S = 90.0
 NO_SANITIZER_NOTE = "memcheck not run: compute-sanitizer not found"
 
 
-def memcheck_shapes(spec: PathSpec) -> list[tuple[int, int]]:
+def memcheck_shapes(spec: PathSpec) -> list[tuple[int, ...]]:
     """The shapes memcheck runs on: the path's ``sanitizer_shape`` (ragged, (33, 31) for
-    trsm_small) and its largest timed shape (by m·n), each once."""
+    trsm_small) and its largest timed shape (by the product of its values: trsm's m·n), each
+    once."""
     ragged = tuple(spec.sanitizer_shape)
-    largest = tuple(max(spec.timed_shapes, key=lambda s: s[0] * s[1]))
+    largest = tuple(max(spec.timed_shapes, key=math.prod))
     return [ragged] if largest == ragged else [ragged, largest]
 
 

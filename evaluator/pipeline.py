@@ -17,7 +17,7 @@ from evaluator.checks.accuracy import added_check_names
 from evaluator.checks.device_state import device_state_failure
 from evaluator.compile import CompileResult, compile_cubin
 from evaluator.compile_sandbox import CompilerUnavailable, shared_compiler
-from evaluator.inputs import scale_exponents
+from evaluator.op_suites import TrsmSuite, suite_for
 from evaluator.report import (
     CheckFailure,
     CompileInfo,
@@ -33,12 +33,10 @@ from seeds.hardware import no_gpu_reason
 from seeds.registry import get_path
 from seeds.spec import check_dtype
 
-# What the full verification (verify with growth, evaluator.gpu_tasks) runs on top of the
+# What trsm's full verification (verify with growth, evaluator.gpu_tasks) runs on top of the
 # per-problem checks; a passing report lists them in ``checks_run`` (the certificate's source).
-NUMERIC_CHECKS = (
-    "scale_invariance", "nonfinite_containment", "metamorphic_linearity",
-    "metamorphic_row_scaling", "metamorphic_column_permutation",
-)  # fmt: skip
+# Another op's are its suite's ``added_checks`` (evaluator.op_suites).
+NUMERIC_CHECKS = TrsmSuite.added_checks
 QUICK_TIMEOUT_S = 60.0
 FULL_TIMEOUT_S = 240.0
 VERIFY_SEED_COUNT = 3
@@ -93,9 +91,12 @@ def compile_failure(result: CompileResult) -> CheckFailure:
 class Evaluator:
     """Evaluates candidates of one path and dtype on one GPU (``gpu_index`` None: compile only),
     at the path's shape bucket ``bucket`` (its shape sets; ``None``: the path's first bucket).
+    What depends on the path's op (inputs, checks, timing) is the op's suite's
+    (``evaluator.op_suites``).
 
     Raises:
         UnknownPathError, UnknownBucketError, UnknownDtypeError: at construction, for a bad job.
+        evaluator.op_suites.UnknownSuiteError: the path's op has no evaluation suite.
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class Evaluator:
     ) -> None:
         self.spec = get_path(path_id, bucket)
         self.dtype = check_dtype(dtype, self.spec.dtypes)
+        self.suite = suite_for(self.spec.op)
         self.gpu_index = gpu_index
         self.worker = GpuWorker(gpu_index) if gpu_index is not None else None
         self._gpu: GpuInfo | None = None
@@ -207,12 +209,13 @@ class Evaluator:
         report.stage = "verify"
         report = self._run_checks(report, task, FULL_TIMEOUT_S, "verify_and_time")
         if report.passed:
-            # The path's reference check's own names (trsm_blocked: lapack_ratio), then issue 6's.
+            # The path's reference check's own names (trsm_blocked: lapack_ratio), then the op's
+            # (trsm: issue 6's).
             added = added_check_names(self.spec.reference_check)
-            report.checks_run += [*added, *NUMERIC_CHECKS]
-            # Every scale the verification checked: the extremes at each shape and the sweep
-            # once, drawn from the first seed as the worker drew them.
-            report.input_scales = [2.0**e for e in scale_exponents(self.dtype, task["seeds"][0])]
+            report.checks_run += [*added, *self.suite.added_checks]
+            # Every scale the verification checked (trsm: the extremes at each shape and the
+            # sweep once), drawn from the first seed as the worker drew them.
+            report.input_scales = self.suite.input_scales(self.dtype, task["seeds"][0])
             report.stage = "time"
             report.combined_score = combined_score(report.timings)
             report.combined_score_low, report.combined_score_high = score_interval(report.timings)
@@ -268,6 +271,7 @@ class Evaluator:
                 time.perf_counter() - t0
             )
         report.verified_shapes = [tuple(s) for s in result["verified_shapes"]]
+        # Worker results cross the process boundary by pickling: a shape is a tuple already.
         report.timings = [ShapeTiming(**t) for t in result.get("timings", [])]
         report.rival_timings = [RivalTiming(**r) for r in result.get("rival_timings", [])]
         if result["failure"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import subprocess
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,7 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
 
 
 def profile(
-    cubin: bytes, path_id: str, dtype: str, shape: tuple[int, int], gpu_index: int
+    cubin: bytes, path_id: str, dtype: str, shape: tuple[int, ...], gpu_index: int
 ) -> tuple[dict[str, float], str]:
     """ncu metrics of one launch at ``shape``; returns (metrics, note)."""
     ncu = find_tool("ncu")
@@ -86,7 +87,7 @@ def attach_profile(evaluator: Evaluator, cubin: bytes, report: EvaluationReport)
     if evaluator.gpu_index is None:
         return
     spec = evaluator.spec
-    shape = max(spec.timed_shapes, key=lambda s: s[0] * s[1])
+    shape = max(spec.timed_shapes, key=math.prod)
     metrics, note = profile(cubin, spec.path_id, evaluator.dtype, shape, evaluator.gpu_index)
     report.profile = metrics
     if note:

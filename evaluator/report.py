@@ -58,6 +58,9 @@ class ShapeTiming:
     ``faster_than_baseline``: ``speedup_low > 1 + noise_floor``. ``plausibility_floor_us``: the
     per-call time below which a measurement cannot be real (``evaluator.noise``). The fields
     after ``baseline_single_call_us`` default to 0/False: reports from before they existed.
+    ``shape``: the problem's shape in the op's parameter order for an op other than trsm (whose
+    ``m`` and ``n`` are then 0); empty for trsm, whose shape is (m, n), and left out of its JSON
+    (:meth:`EvaluationReport.to_dict`), so trsm's reports read as they did.
     """
 
     m: int
@@ -74,6 +77,12 @@ class ShapeTiming:
     speedup_high: float = 0.0
     faster_than_baseline: bool = False
     plausibility_floor_us: float = 0.0
+    shape: tuple[int, ...] = ()
+
+    @property
+    def problem(self) -> tuple[int, ...]:
+        """The timed shape: ``shape``, or trsm's (m, n)."""
+        return tuple(self.shape) or (self.m, self.n)
 
     @property
     def speedup(self) -> float:
@@ -97,7 +106,8 @@ class RivalTiming:
 
     ``speedup`` = ``rival_us`` / ``candidate_us`` (> 1: the candidate is faster), with its 95 %
     bootstrap interval; ``faster``: ``speedup_low > 1 + noise_floor``, the floor being the
-    candidate's own (A against A') of the same shape and evaluation.
+    candidate's own (A against A') of the same shape and evaluation. ``shape``: as
+    :attr:`ShapeTiming.shape`.
     """
 
     name: str
@@ -110,6 +120,7 @@ class RivalTiming:
     speedup_high: float
     noise_floor: float
     faster: bool
+    shape: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -196,12 +207,15 @@ class EvaluationReport:
         """cuBLAS time / candidate time at the largest timed shape (0 when untimed)."""
         if not self.timings:
             return 0.0
-        largest = max(self.timings, key=lambda t: t.m * t.n)
+        largest = max(self.timings, key=lambda t: math.prod(t.problem))
         return largest.speedup
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["speedups"] = [t.speedup for t in self.timings]
+        for timing in (*data["timings"], *data["rival_timings"]):
+            if not timing["shape"]:
+                del timing["shape"]  # trsm's: (m, n), as its reports always read
         return data
 
     def to_json(self) -> str:
@@ -221,8 +235,8 @@ class EvaluationReport:
             data["compile"] = CompileInfo(**c)
         if data.get("gpu"):
             data["gpu"] = GpuInfo(**data["gpu"])
-        data["timings"] = [ShapeTiming(**t) for t in data.get("timings", [])]
-        data["rival_timings"] = [RivalTiming(**r) for r in data.get("rival_timings", [])]
+        data["timings"] = [ShapeTiming(**_shaped(t)) for t in data.get("timings", [])]
+        data["rival_timings"] = [RivalTiming(**_shaped(r)) for r in data.get("rival_timings", [])]
         data["verified_shapes"] = [tuple(s) for s in data.get("verified_shapes", [])]
         return cls(**data)
 
@@ -296,6 +310,11 @@ class EvaluationReport:
         if self.notes:
             out["notes"] = "\n".join(self.notes)
         return out
+
+
+def _shaped(timing: dict[str, Any]) -> dict[str, Any]:
+    """A timing's fields with its ``shape`` (when present) as a tuple."""
+    return {**timing, "shape": tuple(timing["shape"])} if "shape" in timing else timing
 
 
 def _finite(value: float) -> float:

@@ -1,7 +1,9 @@
 """Launch a compiled candidate on one random problem: the target process for Nsight Compute
-and compute-sanitizer (``python -m evaluator.run_once --cubin F --path P --dtype D --m M --n N``).
+and compute-sanitizer (``python -m evaluator.run_once --cubin F --path P --dtype D --m M --n
+N``: the shape by the path's op's parameters, ``--n 64 --k 6 --b2 4 --b3 2`` for solve_tri).
 
-A and B are each their own device allocation of exactly m·m and m·n elements: CuPy's memory pool
+The problem is the op's suite's (``evaluator.op_suites``: ``OpSuite.run_once``). For trsm, A
+and B are each their own device allocation of exactly m·m and m·n elements: CuPy's memory pool
 is switched off (with it on, buffers are carved out of larger pooled blocks, and an access past
 B lands in pooled memory that compute-sanitizer counts as allocated), and the arrays are created
 at their exact size (no padding, no view into a larger buffer). Exact sizes matter because
@@ -27,8 +29,10 @@ def main() -> None:
     parser.add_argument("--cubin", type=Path, required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--dtype", required=True)
-    parser.add_argument("--m", type=int, required=True)
-    parser.add_argument("--n", type=int, required=True)
+    from seeds import ops
+
+    for name in ops.param_names():  # every op's shape parameters; the path's op takes its own
+        parser.add_argument(f"--{name}", type=int)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     # The tool that runs this (compute-sanitizer, ncu) dies with the job; so does this target
@@ -37,20 +41,17 @@ def main() -> None:
 
     import cupy
 
-    from evaluator.inputs import make_problem
+    from evaluator.op_suites import suite_for
     from seeds.registry import get_path
 
-    cupy.cuda.set_allocator(None)  # every array below is one cudaMalloc of its own size
-    driver = get_path(args.path).driver(args.cubin.read_bytes(), args.dtype)
-    problem = make_problem(args.m, args.n, args.dtype, seed=7)
-    a = exact_device_copy(cupy, problem.a)
-    for _ in range(args.repeat):
-        b = exact_device_copy(cupy, problem.b)  # B afresh: TRSM overwrites it in place
-        # On raw pointers, as the verification launches: the sanitizer shape (33, 31) lies
-        # outside the envelope of a path that serves m = 64 only (trsm_small_z64), which
-        # ``solve`` refuses, yet the verification runs such a path there too.
-        driver.solve_raw(a.data.ptr, b.data.ptr, args.m, args.n, args.m, args.m)
-    cupy.cuda.Device().synchronize()
+    cupy.cuda.set_allocator(None)  # every array the suite makes is one cudaMalloc of its size
+    spec = get_path(args.path)
+    try:
+        shape = ops.get_op(spec.op).shape_from({name: getattr(args, name) for name in spec.params})
+    except ops.ShapeError as error:
+        parser.error(str(error))
+    driver = spec.driver(args.cubin.read_bytes(), args.dtype)
+    suite_for(spec.op).run_once(driver, spec, args.dtype, shape, args.repeat)
 
 
 def exact_device_copy(cupy: Any, host: Any) -> Any:

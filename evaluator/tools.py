@@ -34,17 +34,27 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/local/cuda/bin")
 
 
+def shape_arguments(path_id: str, shape: tuple[int, ...]) -> list[str]:
+    """``evaluator.run_once``'s shape arguments: the path's op's parameters by name, in order
+    (trsm: ``--m 33 --n 31``)."""
+    from seeds.registry import get_path
+
+    pairs = zip(get_path(path_id).params, shape, strict=True)
+    return [part for name, value in pairs for part in (f"--{name}", str(value))]
+
+
 def run_candidate_under(
     tool_argv: list[str],
     cubin: bytes,
     path_id: str,
     dtype: str,
-    shape: tuple[int, int],
+    shape: tuple[int, ...],
     gpu_index: int,
     timeout_s: float,
     repeat: int = 1,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tool_argv + [python -m evaluator.run_once ...]`` on ``gpu_index``.
+    """Run ``tool_argv + [python -m evaluator.run_once ...]`` on ``gpu_index``, at ``shape``
+    (the path's op's parameters in order).
 
     Raises:
         subprocess.TimeoutExpired: the tool ran past ``timeout_s``.
@@ -54,7 +64,8 @@ def run_candidate_under(
         cubin_path.write_bytes(cubin)
         argv = [
             *tool_argv, sys.executable, "-m", "evaluator.run_once", "--cubin", str(cubin_path),
-            "--path", path_id, "--dtype", dtype, "--m", str(shape[0]), "--n", str(shape[1]),
+            "--path", path_id, "--dtype", dtype,
+            *shape_arguments(path_id, shape),
             "--repeat", str(repeat),
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
@@ -141,7 +152,7 @@ def run_sanitizer(
     cubin: bytes,
     path_id: str,
     dtype: str,
-    shape: tuple[int, int],
+    shape: tuple[int, ...],
     gpu_index: int,
     timeout_s: float,
     repeat: int = 1,

@@ -1,0 +1,178 @@
+"""What the evaluator does that depends on the op: the inputs it draws, the checks it applies
+to outputs, how it times a kernel against the baseline, and how it launches one problem for
+compute-sanitizer and Nsight Compute. Everything else — screen, compile, the cubin's contract
+check, the worker process, drivers and baselines loaded through the path's spec and released
+at the end of a task, the order of stages, the score — is the pipeline's, the same for every op.
+
+An op's suite (:class:`OpSuite`) is named in :data:`SUITES` by the op's name
+(``"module:attribute"``, an absolute module name, imported on first use so that the pipeline's
+process never imports CuPy through it). trsm's, :class:`TrsmSuite`, is the evaluator as it was
+(``evaluator.gpu_tasks.verify`` and ``check_determinism``, ``evaluator.timing.time_shape`` on
+``timing_plan``'s settings, ``evaluator.run_once``'s A and B): its reports are what they were.
+A new op brings a module of its own with a suite and one entry here (docs/CONTRACTS.md,
+"Adding an op").
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
+
+Shape = tuple[int, ...]
+
+
+class OpSuite(Protocol):
+    """The op-specific parts of an evaluation (all run in the GPU worker, but
+    :attr:`added_checks` and :meth:`input_scales`, which the pipeline reads).
+
+    - ``added_checks``: the names of the checks the full verification runs beyond the
+      per-problem ones (trsm: scale invariance, non-finite containment, three metamorphic
+      relations); a passing report lists them in ``checks_run`` after the reference check's own.
+    - ``verify(driver, spec, dtype, shapes, seeds, growth, check)``: check every shape on fresh
+      inputs of every seed (``growth``: the full verification's extra inputs and checks, not
+      the quick check's nor the re-check's), each output judged by ``check`` (the path's
+      reference check, ``evaluator.checks.accuracy.SOLUTION_CHECKS[spec.reference_check]``)
+      and by the memory checks (guard bands, inputs unchanged); returns the first failure (or
+      ``None``) and the shapes that passed.
+    - ``determinism(driver, spec, dtype, shapes, repeats)``: one input per shape solved
+      ``repeats`` times must give bit-identical outputs (``nondeterministic`` otherwise).
+    - ``time(driver, spec, dtype, shape, baseline, check, rivals, settings)``: the candidate
+      against the path's baseline (``spec.baseline(dtype)``) and the ``rivals`` (name →
+      driver: the champion's or the parent's) in the same rounds at ``shape``; ``settings``
+      are the task's own (its ``seed``), which win over the suite's plan. Returns the
+      candidate's :class:`ShapeTiming`, one :class:`RivalTiming` per rival and the first
+      failure (its timed outputs audited by ``check``, then ``implausible_time``).
+    - ``input_scales(dtype, seed)``: the factors of the scaled inputs the full verification of
+      ``seed`` checked (empty when it scales none).
+    - ``run_once(driver, spec, dtype, shape, repeat)``: one problem at ``shape``, launched
+      ``repeat`` times with every input and output its own device allocation of exactly its
+      size (CuPy's pool is off), for compute-sanitizer and ncu (``evaluator.run_once``).
+    """
+
+    added_checks: tuple[str, ...]
+
+    def verify(
+        self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], seeds: Sequence[int],
+        growth: bool, check: Callable[..., CheckFailure | None],
+    ) -> tuple[CheckFailure | None, list[Shape]]: ...  # fmt: skip
+
+    def determinism(
+        self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], repeats: int
+    ) -> CheckFailure | None: ...
+
+    def time(
+        self, driver: Any, spec: Any, dtype: str, shape: Shape, baseline: Any,
+        check: Callable[..., CheckFailure | None], rivals: Mapping[str, Any],
+        settings: Mapping[str, Any],
+    ) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]: ...  # fmt: skip
+
+    def input_scales(self, dtype: str, seed: int) -> list[float]: ...
+
+    def run_once(self, driver: Any, spec: Any, dtype: str, shape: Shape, repeat: int) -> None: ...
+
+
+class TrsmSuite:
+    """trsm's evaluation (docs/EVALUATOR.md): A m×m lower triangular and B m×n, column-major,
+    launched on raw pointers (``driver.solve_raw(a_ptr, b_ptr, m, n, lda, ldb)``), X in B; the
+    path's ``verify_kinds``; issue 6's scaled inputs, containment cases and metamorphic
+    relations; timed by graph replay with fresh inputs per replay."""
+
+    # What the full verification (verify with growth) runs on top of the per-problem checks.
+    added_checks = (
+        "scale_invariance", "nonfinite_containment", "metamorphic_linearity",
+        "metamorphic_row_scaling", "metamorphic_column_permutation",
+    )  # fmt: skip
+
+    def verify(
+        self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], seeds: Sequence[int],
+        growth: bool, check: Callable[..., CheckFailure | None],
+    ) -> tuple[CheckFailure | None, list[Shape]]:  # fmt: skip
+        """``evaluator.gpu_tasks.verify`` with the path's ``verify_kinds``."""
+        from evaluator import gpu_tasks
+
+        return gpu_tasks.verify(
+            driver, dtype, [tuple(s) for s in shapes], list(seeds), growth, check,
+            spec.verify_kinds,
+        )  # type: ignore[return-value]  # fmt: skip
+
+    def determinism(
+        self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], repeats: int
+    ) -> CheckFailure | None:
+        """``evaluator.gpu_tasks.check_determinism``."""
+        from evaluator import gpu_tasks
+
+        return gpu_tasks.check_determinism(driver, dtype, [tuple(s) for s in shapes], repeats)  # type: ignore[misc]
+
+    def time(
+        self, driver: Any, spec: Any, dtype: str, shape: Shape, baseline: Any,
+        check: Callable[..., CheckFailure | None], rivals: Mapping[str, Any],
+        settings: Mapping[str, Any],
+    ) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]:  # fmt: skip
+        """``evaluator.timing.time_shape`` (reached through ``evaluator.gpu_tasks``) on the
+        drivers' ``solve_raw``, with ``timing_plan``'s settings for the shape and the task's
+        over them."""
+        from evaluator import gpu_tasks
+        from evaluator.timing_plan import timing_plan
+
+        m, n = shape
+        plan = {**timing_plan(m, n, dtype).as_kwargs(), **settings}
+        against = {name: rival.solve_raw for name, rival in rivals.items()}
+        return gpu_tasks.time_shape(  # type: ignore[no-any-return]
+            m, n, dtype, driver.solve_raw, baseline, check, rivals=against, **plan
+        )
+
+    def input_scales(self, dtype: str, seed: int) -> list[float]:
+        """Every scale the verification checked: the extremes at each shape and the sweep
+        once, drawn from ``seed`` (``evaluator.inputs.scale_exponents``)."""
+        from evaluator.inputs import scale_exponents
+
+        return [2.0**e for e in scale_exponents(dtype, seed)]
+
+    def run_once(self, driver: Any, spec: Any, dtype: str, shape: Shape, repeat: int) -> None:
+        """A and B of ``make_problem(m, n, dtype, seed=7)`` at their exact sizes, B afresh for
+        every launch (TRSM overwrites it), launched on raw pointers as the verification
+        launches (the sanitizer shape (33, 31) lies outside the envelope of a path that serves
+        m = 64 only, trsm_small_z64, which ``solve`` refuses, yet the verification runs such a
+        path there too)."""
+        import cupy
+
+        from evaluator.inputs import make_problem
+        from evaluator.run_once import exact_device_copy
+
+        m, n = shape
+        problem = make_problem(m, n, dtype, seed=7)
+        a = exact_device_copy(cupy, problem.a)
+        for _ in range(repeat):
+            b = exact_device_copy(cupy, problem.b)
+            driver.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m)
+        cupy.cuda.Device().synchronize()
+
+
+SUITES: dict[str, str] = {"trsm": "evaluator.op_suites:TrsmSuite"}
+"""Each op's suite by the op's name: ``"module:attribute"`` naming a class (constructed with no
+argument) or an object; absolute module names."""
+
+
+class UnknownSuiteError(ValueError):
+    """An op the evaluator has no suite for: its paths cannot be evaluated yet."""
+
+
+def suite_for(op: str) -> OpSuite:
+    """The evaluation suite of ``op``.
+
+    Raises:
+        UnknownSuiteError: no entry in :data:`SUITES` (one line naming the ops that have one).
+        ModuleNotFoundError, AttributeError: the entry names no such module or attribute.
+    """
+    name = SUITES.get(op)
+    if name is None:
+        raise UnknownSuiteError(
+            f"the evaluator has no suite for op {op!r} (evaluator.op_suites.SUITES: "
+            f"{', '.join(SUITES)}); docs/CONTRACTS.md, 'Adding an op', says what it needs"
+        )
+    module_name, _, attribute = name.partition(":")
+    found = getattr(importlib.import_module(module_name), attribute)
+    return found() if isinstance(found, type) else found  # type: ignore[no-any-return]
