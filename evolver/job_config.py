@@ -44,7 +44,7 @@ class LLMSection(BaseModel):
     ``KERNEVO_LLM_*`` environment (``evolver.settings``), and no base URL anywhere selects the
     built-in offline mutator."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     base_url: str | None = Field(default=None, max_length=MAX_URL_LENGTH)
     model: str | None = Field(default=None, max_length=MAX_NAME_LENGTH)
@@ -89,9 +89,15 @@ class JobConfig(BaseModel):
     (:func:`evaluator_hard_limit_s`). ``keep_checkpoints``: the newest checkpoints kept on disk,
     at least 2 so a broken newest one has one to fall back to. Every number has an upper bound
     (the ``MAX_*`` constants above): a value past it is refused, not allocated.
+
+    Types are strict (pydantic strict mode), for ``POST /v1/jobs``'s JSON body and job files
+    alike: an integer must be an integer (not ``"5"``, ``true`` or ``5.0``), a boolean a boolean
+    (not ``"yes"`` or ``1``); a float field takes an integer. YAML scalars carry their type
+    (``iterations: 5`` is an integer, ``compile_only: yes`` a YAML 1.1 boolean), so a job file
+    loses only quoted numbers (``iterations: "5"``), which no one means as text.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     path: str = Field(max_length=64)
     bucket: str | None = Field(

@@ -174,3 +174,47 @@ def test_creating_needs_a_write_token(
             assert repo.list_jobs(s) == []  # nothing was queued
     finally:
         engine.dispose()
+
+
+# JSON types are strict (the tester's "iterations": "5" became 5, true became 1, "yes" became
+# true, and 1e30 was called an unparsable string): each is a 422 at its key, nothing queued.
+@pytest.mark.parametrize(
+    ("extra", "loc", "kind"),
+    [
+        ({"iterations": "5"}, ["body", "iterations"], "int_type"),
+        ({"iterations": True}, ["body", "iterations"], "int_type"),
+        ({"iterations": 1e30}, ["body", "iterations"], "int_type"),
+        ({"iterations": 5.0}, ["body", "iterations"], "int_type"),
+        ({"islands": "2"}, ["body", "islands"], "int_type"),
+        ({"seed": False}, ["body", "seed"], "int_type"),
+        ({"compile_only": "yes"}, ["body", "compile_only"], "bool_type"),
+        ({"compile_only": 1}, ["body", "compile_only"], "bool_type"),
+        ({"llm": {"temperature": "0.5"}}, ["body", "llm", "temperature"], "float_type"),
+        ({"llm": {"retries": "2"}}, ["body", "llm", "retries"], "int_type"),
+    ],
+)
+def test_json_types_are_strict(
+    api_client: TestClient,
+    api_token: str,
+    fresh_database_url: str,
+    extra: dict[str, Any],
+    loc: list[str],
+    kind: str,
+) -> None:
+    response = _post(api_client, api_token, {"path": "trsm_small", "dtype": "float64", **extra})
+    assert response.status_code == 422, response.text
+    [first] = response.json()["detail"]
+    assert (first["loc"], first["type"]) == (loc, kind)
+    engine = make_engine(fresh_database_url)
+    try:
+        with session_scope(engine) as s:
+            assert repo.list_jobs(s) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_float_setting_takes_a_json_integer(api_client: TestClient, api_token: str) -> None:
+    body = {"path": "trsm_small", "dtype": "float64", "llm": {"temperature": 1}}
+    response = _post(api_client, api_token, body)
+    assert response.status_code == 201, response.text
+    assert response.json()["config"]["llm"]["temperature"] == 1.0

@@ -229,7 +229,7 @@ def test_the_bounds_are_the_documented_ones() -> None:
     ("line", "says"),
     [
         ("islands: 100000000000000000000", "islands: Input should be less than or equal to 64"),
-        ("iterations: 1.0e+20", "iterations: Unable to parse input string as an integer"),
+        ("iterations: 1.0e+20", "iterations: Input should be a valid integer"),
         ("population: 0x" + "f" * 5000, "population: Input should be less than or equal to 10000"),
         ("iterations: " + "9" * 5000,
          "invalid YAML at line 4, column 13: cannot read the value: Exceeds the limit (4300 "
@@ -287,3 +287,34 @@ def test_a_bad_override_is_told_apart_from_the_same_value_in_the_file(tmp_path: 
         load_job_config(file, {"islands": 4})  # a good override: the file is at fault
     assert not isinstance(caught.value, JobOptionError)
     assert str(caught.value).startswith(f"{file}: dtype: unknown dtype 'int8'")
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ('iterations: "5"', "iterations: Input should be a valid integer"),
+        ("islands: 2.0", "islands: Input should be a valid integer"),
+        ("seed: true", "seed: Input should be a valid integer"),
+        ('compile_only: "true"', "compile_only: Input should be a valid boolean"),
+        ("compile_only: 1", "compile_only: Input should be a valid boolean"),
+        ("llm: {retries: '2'}", "llm.retries: Input should be a valid integer"),
+    ],
+)
+def test_a_job_file_is_typed_as_strictly_as_the_api_body(
+    tmp_path: Path, line: str, says: str
+) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_text("path: trsm_small\ndtype: float32\n" + line + "\n")
+    with pytest.raises(JobConfigError) as caught:
+        load_job_config(file, {})
+    assert str(caught.value) == f"{file}: {says}"
+
+
+def test_yaml_scalars_keep_their_types_under_strict_validation(tmp_path: Path) -> None:
+    file = tmp_path / "job.yaml"
+    file.write_text(
+        "path: trsm_small\ndtype: float32\ncompile_only: yes\niterations: 7\nseed: 0x2a\n"
+        "llm: {temperature: 1}\n"
+    )
+    job = load_job_config(file, {})
+    assert (job.compile_only, job.iterations, job.seed, job.llm.temperature) == (True, 7, 42, 1.0)
