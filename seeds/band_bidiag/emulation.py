@@ -13,7 +13,7 @@ summation order than the kernel's sequential one), so results agree to rounding,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -56,62 +56,66 @@ def householder(x: np.ndarray) -> tuple[np.ndarray, float, float]:
 
 @dataclass
 class Storage:
-    """The padded band array with bounds-checked gathers and scatters (an index outside the
-    storage is a failure of the layout's room, never a silent wrap)."""
+    """The padded band array and its layout; :meth:`room` refuses a task that would reach
+    outside it (a failure of the layout's room, never a silent wrap of a negative index)."""
 
     ab: np.ndarray
     layout: PaddedLayout
-    touched: list[tuple[int, int, int, int]] = field(default_factory=list)
 
-    def _index(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r = self.layout.ku + rows - cols
-        if r.size and (r.min() < 0 or r.max() >= self.layout.ldab):
+    def room(self, stage: Stage, task: Task) -> None:
+        """Check that every entry ``task`` touches is stored: its farthest entry above the
+        diagonal (row ``row`` at column c1, row c0 at column min(c1 + b, n − 1)) within ku,
+        below it (row c1 at column c0) within ldab − 1 − ku, and its columns inside the matrix.
+
+        Raises:
+            IndexError: naming the reach and the room.
+        """
+        above = max(task.c1 - task.row, task.columns(stage.b, self.layout.n)[1] - task.c0)
+        below = task.c1 - task.c0
+        ku, ldab, n = self.layout.ku, self.layout.ldab, self.layout.n
+        if above > ku or below > ldab - 1 - ku or not 0 <= task.row <= task.c0 < task.c1 < n:
             raise IndexError(
-                f"entry outside the padded band: i − j in [{(rows - cols).min()}, "
-                f"{(rows - cols).max()}], room [−{self.layout.ku}, "
-                f"{self.layout.ldab - 1 - self.layout.ku}]"
+                f"task {task} reaches {above} above and {below} below the diagonal; the padded "
+                f"band holds {ku} above and {ldab - 1 - ku} below, n = {n}"
             )
-        if cols.size and (cols.min() < 0 or cols.max() >= self.layout.n):
-            raise IndexError("column outside the matrix")
-        return r, np.broadcast_to(cols, r.shape)
 
-    def get(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        r, c = self._index(rows, cols)
-        return self.ab[r, c]
-
-    def set(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
-        r, c = self._index(rows, cols)
-        self.ab[r, c] = values
+    def index(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Storage indices of a_{rows, cols} (broadcasting, as NumPy's fancy indexing does)."""
+        return self.layout.ku + rows - cols, cols
 
 
 def run_task(store: Storage, stage: Stage, task: Task) -> None:
     """One step of one sweep, as one thread block of the kernel runs it: the row task (right
     reflector on columns c0..c1, applied to rows row+1..c1), then the column task (left
-    reflector on rows c0..c1, applied to columns c0+1..min(c1 + b, n − 1))."""
-    n = store.layout.n
+    reflector on rows c0..c1, applied to columns c0+1..min(c1 + b, n − 1)).
+
+    Raises:
+        IndexError: the task reaches outside the padded storage (``Storage.room``).
+    """
+    store.room(stage, task)
+    ab, n = store.ab, store.layout.n
     cols = np.arange(task.c0, task.c1 + 1)
     # Row task: annihilate a(row, c0+1..c1).
-    x = store.get(np.full(cols.shape, task.row), cols)
-    v, tau, beta = householder(x)
-    store.set(np.array([task.row]), cols[:1], np.array([beta]))
-    store.set(np.full(cols.size - 1, task.row), cols[1:], np.zeros(cols.size - 1, x.dtype))
+    at_row = store.index(np.int64(task.row), cols)
+    v, tau, beta = householder(ab[at_row])
+    ab[at_row] = 0
+    ab[store.index(np.int64(task.row), np.int64(task.c0))] = beta
     rows = np.arange(task.row + 1, task.c1 + 1)
     if rows.size:
-        block = store.get(rows[:, None], cols[None, :])
-        s = (block @ v) * tau
-        store.set(rows[:, None], cols[None, :], block - s[:, None] * v[None, :])
+        at = store.index(rows[:, None], cols[None, :])
+        block = ab[at]
+        ab[at] = block - ((block @ v) * tau)[:, None] * v[None, :]
     # Column task: annihilate a(c0+1..c1, c0).
     rows = cols
-    x = store.get(rows, np.full(rows.shape, task.c0))
-    v, tau, beta = householder(x)
-    store.set(rows[:1], np.array([task.c0]), np.array([beta]))
-    store.set(rows[1:], np.full(rows.size - 1, task.c0), np.zeros(rows.size - 1, x.dtype))
+    at_col = store.index(rows, np.int64(task.c0))
+    v, tau, beta = householder(ab[at_col])
+    ab[at_col] = 0
+    ab[store.index(np.int64(task.c0), np.int64(task.c0))] = beta
     right = np.arange(task.c0 + 1, min(task.c1 + stage.b, n - 1) + 1)
     if right.size:
-        block = store.get(rows[:, None], right[None, :])
-        s = (v @ block) * tau
-        store.set(rows[:, None], right[None, :], block - v[:, None] * s[None, :])
-    store.touched.append((*task.rows(), *task.columns(stage.b, n)))
+        at = store.index(rows[:, None], right[None, :])
+        block = ab[at]
+        ab[at] = block - v[:, None] * ((v @ block) * tau)[None, :]
 
 
 def _check_disjoint(tasks: list[Task]) -> None:

@@ -7,8 +7,9 @@ Kinds (:data:`KINDS`):
 - ``zero_rows`` (any n): ``random`` with every 7th row zero (rows 3, 10, 17, …): ⌈(n − 3)/7⌉
   zero singular values.
 - ``repeated_blocks`` (any n): block diagonal, every block the same random upper triangle of
-  order BW (the last one cut to what is left): each of the block's singular values repeated
-  ⌊n/BW⌋ times; the band holds zeros between blocks, so reflectors meet zero vectors (τ = 0).
+  order BW + 1 (the last one cut to what is left): each of the block's singular values repeated
+  ⌊n/(BW + 1)⌋ times; the band holds zeros between blocks, so reflectors meet zero vectors
+  (τ = 0).
 - The paper's spectra (n ≤ :data:`SPECTRUM_MAX_N`), A = U·Σ·Vᵀ with Haar-random orthogonal U, V
   and Σ in [0, 1] (:func:`spectrum`), reduced to band form in float64 (:func:`dense_to_band`):
   ``arithmetic`` (σ_i = i/n), ``log_decay`` (σ from 1 down to 10⁻⁶ in single, 10⁻¹² in double,
@@ -200,7 +201,7 @@ def make_band(kind: str, n: int, bw: int, dtype: type, rng: np.random.Generator)
                 band[bw - off, i + off] = 0.0
         return BandProblem(kind, band.astype(dtype, order="F"))
     if kind == "repeated_blocks":
-        size = max(min(bw, n), 1)
+        size = min(bw + 1, n)  # an upper triangle of order BW + 1 spans the whole band
         block = np.triu(rng.uniform(-1.0, 1.0, (size, size)))
         a = np.zeros((n, n))
         for k in range(0, n, size):
