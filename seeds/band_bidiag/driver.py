@@ -149,8 +149,9 @@ class BandBidiagDriver:
         if not self.spec.serves(n, bw):
             env = self.spec.envelope
             raise ValueError(
-                f"{self.spec.path_id} serves {env['m_min']} <= n <= {env['m_max']}, "
-                f"{env['n_min']} <= bandwidth <= {env['n_max']}; got n={n}, bandwidth={bw}"
+                f"{self.spec.path_id} serves {env.get('n_min', 1)} <= n <= {env['n_max']}, "
+                f"{env.get('bandwidth_min', 1)} <= bandwidth <= {env['bandwidth_max']}; got "
+                f"n={n}, bandwidth={bw}"
             )
         ab, layout = self.workspace(n, bw)
         eff = layout.bw_eff
@@ -186,3 +187,14 @@ class BandBidiagDriver:
             self.reduce_raw(ab.data.ptr, n, bw, layout.ldab, layout.ku, stream)
         with stream:
             return ab[layout.ku, :].copy(), ab[layout.ku - 1, 1:].copy()
+
+    def solve(self, band: Any, stream: Any = None) -> tuple[Any, Any]:
+        """The loader's entry (``seeds.ops.band_bidiag``: ``solver(band) -> (d, e)``):
+        :meth:`reduce` replaying the shape's graph. ``band`` is never written; a band this
+        driver cannot take is refused before anything runs.
+
+        Raises:
+            ValueError: wrong dtype or shape, or outside the envelope.
+            GeometryError: the candidate's launch does not fit the device.
+        """
+        return self.reduce(band, stream, use_graph=True)

@@ -2,18 +2,17 @@
 bidiagonal form (d, e) by Householder bulge chasing (``kernel.cu``, ``schedule.py``), float32
 and float64.
 
-Shapes are ``(n, bandwidth)``: in the :class:`~seeds.spec.PathSpec` fields written for TRSM's
-(m, n), the first entry is the matrix order n and the second the bandwidth BW, and the
-envelope's ``m_*`` keys bound n, its ``n_*`` keys BW (``PathSpec.serves(n, bw)`` then works
-unchanged). The op machinery that names shape parameters per op (issue 8, item 1) should map
-them as (n, bandwidth).
+Shapes are ``(n, bandwidth)``, the op's shape parameters (``seeds.ops.band_bidiag``); the
+envelope and buckets bound them by ``n_min``/``n_max`` and ``bandwidth_min``/``bandwidth_max``.
+The op requires bandwidth ≤ n − 1; every shape here keeps it (the kernel and the driver would
+also take a wider band, as the whole upper triangle).
 
 Shape buckets, by n (the reference, DGBBRD on the host, costs O(n²·BW): 2.8 s at (4096, 32) on
 the development machine, ~11 s at (8192, 32) and (4096, 128), ~45 s at (16384, 32)):
 
 - ``n1_2048`` (the registry's default): quick (64, 8), (129, 32); verified at ragged n (not
-  multiples of any TW), BW = 1 (already bidiagonal), BW ≥ n (the whole upper triangle) and up
-  to (2048, 33); timed at (1024, 32), (1024, 128), (2048, 64).
+  multiples of any TW), BW = 0 and 1 (nothing to reduce), BW = n − 1 (the whole upper
+  triangle) and up to (2048, 33); timed at (1024, 32), (1024, 128), (2048, 64).
 - ``n2049_16384``: the same small shapes plus (2049, 32), (3001, 64), (4100, 17); timed at
   (8192, 32) (the issue's target: within 0.34 s in float32, the paper's H100 figure) and
   (4096, 128).
@@ -29,11 +28,11 @@ from pathlib import Path
 from ..spec import PathSpec, Shape, ShapeBucket
 
 DTYPES: tuple[str, ...] = ("float32", "float64")
-# n (the "m" keys) and the bandwidth (the "n" keys).
-ENVELOPE = {"m_min": 1, "m_max": 16384, "n_min": 1, "n_max": 128}
+# Bandwidth 0 (a diagonal) and 1 (already bidiagonal) launch nothing; 128 is issue 8's largest.
+ENVELOPE = {"n_min": 1, "n_max": 16384, "bandwidth_min": 0, "bandwidth_max": 128}
 
 _SMALL_VERIFY: tuple[Shape, ...] = (
-    (1, 1), (2, 1), (7, 3), (33, 1), (40, 64), (64, 63), (100, 7), (257, 32), (300, 64),
+    (1, 0), (2, 1), (7, 3), (33, 1), (40, 39), (64, 63), (100, 7), (257, 32), (300, 64),
     (1000, 128), (2048, 33),
 )  # fmt: skip
 _LARGE_VERIFY: tuple[Shape, ...] = (
@@ -42,7 +41,7 @@ _LARGE_VERIFY: tuple[Shape, ...] = (
 
 N1_2048 = ShapeBucket(
     name="n1_2048",
-    envelope={"m_min": 1, "m_max": 2048, "n_min": 1, "n_max": 128},
+    envelope={"n_min": 1, "n_max": 2048, "bandwidth_min": 0, "bandwidth_max": 128},
     quick_shapes=((64, 8), (129, 32)),
     verify_shapes=_SMALL_VERIFY,
     timed_shapes=((1024, 32), (1024, 128), (2048, 64)),
@@ -51,7 +50,7 @@ N1_2048 = ShapeBucket(
 )
 N2049_16384 = ShapeBucket(
     name="n2049_16384",
-    envelope={"m_min": 2049, "m_max": 16384, "n_min": 1, "n_max": 128},
+    envelope={"n_min": 2049, "n_max": 16384, "bandwidth_min": 0, "bandwidth_max": 128},
     quick_shapes=((2049, 32), (129, 32)),
     verify_shapes=_LARGE_VERIFY,
     # The largest first, as trsm_blocked's (memcheck before a new best runs there).
