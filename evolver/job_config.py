@@ -51,7 +51,8 @@ class LLMSection(BaseModel):
     api_key_env: str | None = Field(
         default=None,
         max_length=MAX_NAME_LENGTH,
-        description="name of the environment variable that holds the API key",
+        description="name of the environment variable that holds the API key (refused in "
+        "POST /v1/jobs: a queued job uses its worker's KERNEVO_LLM_API_KEY_ENV)",
     )
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_tokens: int = Field(default=8192, ge=256, le=MAX_LLM_TOKENS)

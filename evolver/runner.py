@@ -44,6 +44,7 @@ from evolver.cluster import ClusterOptions, EvaluationCluster
 from evolver.errors import (
     EvolverError,
     JobFailedError,
+    LLMEndpointError,
     ResumeError,
     SigningKeyError,
     WorkDirError,
@@ -55,6 +56,7 @@ from evolver.llm import LLMBackend, check_endpoint, model_configs, resolve_backe
 from evolver.openevolve_config import build_config
 from evolver.progress import Best, Heartbeat, ProgressReporter
 from evolver.prompts import system_message, write_templates
+from evolver.queued_llm import queued_llm_problem
 from evolver.settings import EvolverSettings
 from evolver.store import open_store
 from kernevo.stopping import note_stop, stop_handled
@@ -352,6 +354,10 @@ def _resume_job(
         kept = ("path", "dtype", "bucket", "llm")
         stored.update({k: v for k, v in given.items() if k not in kept})
         job = validate_job_config(stored, f"job {row.id} config")
+        if row.queued_at is not None:  # queued through the API: the LLM key is ours to guard
+            problem = queued_llm_problem(job.llm, settings)
+            if problem is not None:
+                raise LLMEndpointError(f"job {row.id}: {problem}")
         job_id, gpu_key = row.id, row.gpu_key
         best_score, best_speedup = row.best_score, row.best_speedup
     on_key = None if gpu_key == NO_GPU_KEY else gpu_key

@@ -22,7 +22,9 @@ class EvolverSettings(BaseSettings):
 
     Environment variables: ``KERNEVO_LLM_BASE_URL``, ``KERNEVO_LLM_MODEL``,
     ``KERNEVO_LLM_API_KEY_ENV`` (the *name* of the variable holding the key, so the key itself
-    never lands in a job record), ``KERNEVO_GPU`` (device index), ``KERNEVO_WORK_DIR``
+    never lands in a job record), ``KERNEVO_LLM_ALLOWED_BASE_URLS`` (comma-separated endpoints a
+    job queued through the API may name besides ``KERNEVO_LLM_BASE_URL``: the worker's key goes
+    only there, ``evolver.queued_llm``), ``KERNEVO_GPU (device index), ``KERNEVO_WORK_DIR``
     (checkpoints, OpenEvolve output, evaluation reports), ``KERNEVO_SIGNING_KEY`` (PEM Ed25519
     private key that signs promoted champions; unset: the local key pair in ``KERNEVO_KEY_DIR``,
     default ``~/.config/kernevo/keys``, created on the first promotion). With no base URL the
@@ -40,6 +42,7 @@ class EvolverSettings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str | None = None
+    llm_allowed_base_urls: str | None = None
     gpu: int = Field(default=0, ge=0, le=_MAX_DEVICE_INDEX)
     work_dir: Path = Path("./runs")
     signing_key: Path | None = None
@@ -60,6 +63,22 @@ class EvolverSettings(BaseSettings):
         if problem is not None:
             raise ValueError(problem)
         return value.rstrip("/") if value else None
+
+    @field_validator("llm_allowed_base_urls")
+    @classmethod
+    def _http_urls(cls, value: str | None) -> str | None:
+        for url in [] if value is None else value.split(","):
+            problem = http_url_problem(url.strip())
+            if problem is not None:
+                raise ValueError(f"{problem} (a comma-separated list of http(s) URLs)")
+        return value
+
+    def allowed_base_urls(self) -> frozenset[str]:
+        """The endpoints a queued job may send this process's LLM key to: its own
+        ``KERNEVO_LLM_BASE_URL`` and each of ``KERNEVO_LLM_ALLOWED_BASE_URLS``, without a
+        trailing slash."""
+        urls = [self.llm_base_url or "", *(self.llm_allowed_base_urls or "").split(",")]
+        return frozenset(url.strip().rstrip("/") for url in urls if url.strip())
 
     @field_validator("llm_api_key_env")
     @classmethod

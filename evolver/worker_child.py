@@ -33,17 +33,21 @@ EXIT_ERROR = 1
 def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
     """On the job's first attempt, resolve its LLM backend (its ``llm`` section, then this
     process's ``KERNEVO_LLM_*``) and record it with the job, as ``kernevo evolve`` records it at
-    the start.
+    the start: the endpoint and model, never the key variable (each attempt uses its own
+    worker's ``KERNEVO_LLM_API_KEY_ENV``). A section this worker may not run
+    (``evolver.queued_llm``) is refused before anything is recorded or requested.
 
     Raises:
         JobConfigError: the stored configuration no longer validates.
-        LLMEndpointError: a base URL without a model.
+        LLMEndpointError: a base URL without a model, or a section the worker refuses.
         StoreError, NotFoundError: the database cannot be read or the job is gone.
     """
     from db import queue, repository
     from db.session import session_scope
+    from evolver.errors import LLMEndpointError
     from evolver.job_config import validate_job_config
     from evolver.llm import resolve_backend
+    from evolver.queued_llm import queued_llm_problem
     from evolver.settings import EvolverSettings
     from evolver.store import open_store
     from kernevo.environment import read_settings
@@ -56,10 +60,13 @@ def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
             if row.backend != queue.PENDING_BACKEND:
                 return
             job = validate_job_config(dict(row.config), f"job {job_id} config")
+            problem = queued_llm_problem(job.llm, settings)
+            if problem is not None:
+                raise LLMEndpointError(problem)
             backend = resolve_backend(job.llm, settings)
             resolved = {
                 "base_url": backend.base_url,
-                "api_key_env": backend.api_key_env,
+                "api_key_env": None,
                 "model": None if backend.offline else backend.model,
             }
             job = job.model_copy(update={"llm": job.llm.model_copy(update=resolved)})

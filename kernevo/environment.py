@@ -156,6 +156,14 @@ CATALOGUE: tuple[Variable, ...] = (
         "an environment variable name (letters, digits, _)",
     ),
     _v(
+        "LLM_ALLOWED_BASE_URLS",
+        _EVOLVER,
+        "endpoints a job queued through `POST /v1/jobs` may name as `llm.base_url`, besides "
+        "KERNEVO_LLM_BASE_URL (the worker sends its key only to these)",
+        "unset: only KERNEVO_LLM_BASE_URL",
+        "comma-separated http:// or https:// URLs",
+    ),
+    _v(
         "GPU",
         _EVOLVER,
         "device index the job evaluates on",

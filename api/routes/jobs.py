@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi.exceptions import RequestValidationError
 
 from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
@@ -63,6 +64,24 @@ def _queue_gpu_key(body: JobCreate) -> str:
     return key
 
 
+def _refuse_key_variable(body: JobCreate) -> None:
+    """A queued job may not name the variable that holds the LLM key: the worker running it
+    would send that variable's value to the job's endpoint (``evolver.queued_llm``).
+
+    Raises:
+        RequestValidationError: 422 at ``["body", "llm", "api_key_env"]``.
+    """
+    if body.llm.api_key_env is None:
+        return
+    message = (
+        "a job queued through the API cannot choose the variable holding the LLM key: the "
+        "worker's KERNEVO_LLM_API_KEY_ENV decides; leave llm.api_key_env out"
+    )
+    raise RequestValidationError(
+        [{"loc": ("body", "llm", "api_key_env"), "msg": message, "type": "value_error"}]
+    )
+
+
 @router.post(
     "",
     response_model=JobOut,
@@ -75,8 +94,11 @@ def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOu
 
     The body is validated as ``kernevo evolve``'s job configuration (``evolver.job_config``):
     an unknown key, a value out of range, an unknown path or a dtype the path lacks is a 422
-    naming the key. 401 without a valid token, 403 with a ``read`` one.
+    naming the key; so is ``llm.api_key_env`` (the worker's own setting decides the key
+    variable, and its operator the endpoints it sends the key to: ``evolver.queued_llm``). 401
+    without a valid token, 403 with a ``read`` one.
     """
+    _refuse_key_variable(body)
     gpu_key = _queue_gpu_key(body)
     config = JobConfig.model_validate(body.model_dump(exclude={"gpu"}))
     job = enqueue_job(
