@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evaluator.checks.device_state import device_state_failure
 from evaluator.compile import compile_cubin
+from evaluator.screen import screen
 from seeds.band_bidiag import emulation, inputs, schedule
 from seeds.band_bidiag.driver import BandBidiagDriver
 from seeds.band_bidiag.layout import PaddedLayout, bidiagonal, pack
@@ -60,6 +62,11 @@ def test_the_seed_compiles_with_nvrtc(dtype, tw, threads, max_blocks, tmp_path):
     )
     if tw <= 16 or dtype == "float32" and tw <= 32:
         assert result.resources["band_bidiag_kernel"].spill_store_bytes == 0
+    assert device_state_failure(result.cubin) is None  # no state outlives a launch
+
+
+def test_seed_passes_the_screen():
+    assert screen(SEED, SEED) is None
 
 
 @pytest.mark.parametrize("code", [2, 3])
