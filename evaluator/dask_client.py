@@ -74,10 +74,14 @@ class EvaluationAbandoned(Exception):
         self.check = check
 
 
-def _quiet_distributed() -> None:
+def quiet_distributed() -> None:
     """Dask's own reconnect warnings and tracebacks would interleave with the job's lines; what
-    they mean reaches the job as an ``infra_error`` report and the watchdog's line."""
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    they mean reaches the job as an ``infra_error`` report and the watchdog's line. Dask's
+    logging configuration gives some of its loggers levels of their own (``distributed.client``
+    among them), so each is set, not only the package's."""
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def context_from_environment() -> JobContext:
@@ -125,7 +129,7 @@ class RemoteEvaluations:
             OSError, TimeoutError: the scheduler cannot be reached within ``connect_s``.
         """
         if self._client is None or self._client.status in ("closing", "closed"):
-            _quiet_distributed()
+            quiet_distributed()
             self._client = Client(self.address, timeout=self.connect_s, set_as_default=False)
         return self._client
 
@@ -235,14 +239,31 @@ _REMOTE: RemoteEvaluations | None = None
 
 
 def remote_evaluations() -> RemoteEvaluations:
-    """This process's :class:`RemoteEvaluations`, built once from the job environment
-    (``KERNEVO_EVAL_SCHEDULER``, ``KERNEVO_EVAL_WAIT_S`` and the job context)."""
+    """This process's :class:`RemoteEvaluations` for the job environment
+    (``KERNEVO_EVAL_SCHEDULER``, ``KERNEVO_EVAL_WAIT_S`` and the job context), built again
+    (the previous client closed) when the environment names another scheduler or job: the
+    job's own process evaluates the seed here, and may run several jobs one after another."""
     global _REMOTE
-    if _REMOTE is None:
-        wait = os.environ.get(WAIT_VARIABLE)
-        _REMOTE = RemoteEvaluations(
-            os.environ[SCHEDULER_VARIABLE],
-            context_from_environment(),
-            wait_s=float(wait) if wait else DEFAULT_WAIT_S,
-        )
+    wait = os.environ.get(WAIT_VARIABLE)
+    address, context = os.environ[SCHEDULER_VARIABLE], context_from_environment()
+    wait_s = float(wait) if wait else DEFAULT_WAIT_S
+    current = _REMOTE
+    if current is not None and (current.address, current.context, current.wait_s) == (
+        address,
+        context,
+        wait_s,
+    ):
+        return current
+    if current is not None:
+        current.close()
+    _REMOTE = RemoteEvaluations(address, context, wait_s=wait_s)
     return _REMOTE
+
+
+def close_remote_evaluations() -> None:
+    """Close this process's client, if any (a job's process at the end of the job: its seed
+    was evaluated through it, and the scheduler may go away afterwards)."""
+    global _REMOTE
+    if _REMOTE is not None:
+        _REMOTE.close()
+        _REMOTE = None

@@ -196,7 +196,11 @@ class EvaluationCluster:
         return verify
 
     def close(self) -> None:
-        """Close the client, and the local cluster if this job started it."""
+        """Close the clients of this process (this one and the one that evaluated the seed),
+        and the local cluster if this job started it."""
+        from evaluator.dask_client import close_remote_evaluations
+
+        close_remote_evaluations()
         self.client.close()
         if self._local is not None:
             self._local.close()
@@ -264,13 +268,14 @@ def open_cluster(
     """
     from distributed import Client
 
+    from evaluator.dask_client import quiet_distributed
     from evaluator.dask_plugin import NO_GPU_KEY, worker_facts
 
     if (problem := options.problem()) is not None:
         raise ClusterError(problem)
     if gpu_key is not None and options.gpu_key is not None and gpu_key != options.gpu_key:
         raise ClusterError(f"the job ran on {gpu_key}, not on --gpu-key {options.gpu_key}")
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # the watchdog says what matters
+    quiet_distributed()  # the watchdog and the reports say what matters
     local = start_local_cluster(options.gpus, compile_only=compile_only) if options.gpus else None
     address = local.scheduler_address if local is not None else str(options.scheduler)
     try:

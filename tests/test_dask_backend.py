@@ -261,6 +261,8 @@ def test_scheduler_gone_fails_in_one_line_and_resumes(
     assert len(uids) == len(set(uids))
     assert {p[0] for p in before} <= set(uids)  # nothing recorded before the loss is gone
     assert all(len(p[4]) == 1 for p in after)
+    # The seed too was compiled as this job's path (the job's process evaluates it).
+    assert all(p[4][0]["status"] == "compiled" for p in after), [p[4][0]["status"] for p in after]
     # Every iteration after the stopped run's newest recorded one ran in the resumed run.
     # (With candidates in flight, a checkpoint at iteration N can precede an older iteration
     # still in flight: stopped there, that iteration is neither recorded nor run again.)
