@@ -1,0 +1,195 @@
+"""band_bidiag against LAPACK ?gbbrd (issue 8, item 3 and Show): seconds per reduction and the
+speedup, for every (n, BW, dtype).
+
+    python3 scripts/bench_band_bidiag.py --n 1024 4096 8192 16384 --bw 32 64 128 \\
+        --dtype float32 float64 [--source FILE] [--repeats 5] [--check] [--lapack-only] \\
+        [--json OUT.json]
+
+Per (n, BW, dtype), on one random band (``seeds.band_bidiag.inputs.random_band``, entries
+uniform in [−1, 1], seed fixed by the shape):
+
+- **LAPACK**: ?gbbrd in the same precision (SGBBRD / DGBBRD, VECT = 'N') through SciPy's
+  ``cython_lapack`` capsules, wall-clock seconds of one call (``baseline.LapackGbbrd``). It is
+  LAPACK's reference code, single-threaded: the speedup is over one CPU core, and it is timed
+  once per (n, BW, dtype), not interleaved with the kernel (27 s at n = 16384, BW = 32 on the
+  machine issue 8 measured; about 45 s on the development machine).
+- **kernel** (when CuPy finds a GPU and not ``--lapack-only``): the seed (or ``--source``)
+  compiled for the device, the whole reduction captured once in a CUDA graph
+  (``BandBidiagDriver.graph``; capture and instantiation seconds reported apart), then
+  ``--repeats`` replays, each on a freshly loaded band (the reduction works in place; the load
+  is outside the timed events), CUDA events around the replay alone: the median in seconds.
+  ``launches``: kernel launches in one reduction (``schedule.launches``).
+- ``--check``: the kernel's (d, e) judged by the path's check (``reference.check_bidiagonal``:
+  singular values against DGBBRD + DBDSQR in float64; in float64 the baseline's own DGBBRD is
+  that reference, in float32 it costs one more DGBBRD).
+
+Prints a Markdown table headed by the command, the GPU, the CPU and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import shlex
+import statistics
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seeds.band_bidiag import inputs, schedule
+from seeds.band_bidiag.baseline import LapackGbbrd
+from seeds.band_bidiag.lapack import bdsqr_singular_values
+from seeds.band_bidiag.reference import check_bidiagonal
+from seeds.band_bidiag.spec import BAND_BIDIAG
+
+
+@dataclass
+class Row:
+    """One (n, BW, dtype): seconds per reduction and what the check said."""
+
+    n: int
+    bw: int
+    dtype: str
+    lapack_s: float
+    tw: int | None = None
+    launches: int | None = None
+    capture_s: float | None = None
+    kernel_s: float | None = None
+    speedup: float | None = None
+    check: str = "not run"
+
+    def markdown(self) -> str:
+        def fmt(value: float | None, spec: str) -> str:
+            return "—" if value is None else format(value, spec)
+
+        return (
+            f"| {self.n} | {self.bw} | {self.dtype} | {fmt(self.lapack_s, '.3f')} | "
+            f"{self.tw or '—'} | {self.launches or '—'} | {fmt(self.capture_s, '.2f')} | "
+            f"{fmt(self.kernel_s, '.4f')} | {fmt(self.speedup, '.1f')} | {self.check} |"
+        )
+
+
+HEADER = (
+    "| n | BW | dtype | LAPACK ?gbbrd s (1 core) | TW | launches | graph capture s | "
+    "kernel s (median) | speedup | check |\n|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def gpu_driver(source: str, dtype: str) -> tuple[Any, str]:
+    """The candidate's driver on device 0 and the device's name.
+
+    Raises:
+        RuntimeError: the compile failed (with its log).
+    """
+    import cupy
+
+    from evaluator.compile import compile_cubin
+    from seeds.hardware import arch_for_compute_capability
+
+    major, minor = divmod(int(cupy.cuda.Device().compute_capability), 10)
+    arch = arch_for_compute_capability(major, minor)
+    result = compile_cubin(source, BAND_BIDIAG.compile_options(dtype, arch), arch)
+    if not result.ok:
+        raise RuntimeError(f"compile failed:\n{result.log}")
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    return BAND_BIDIAG.driver(result.cubin, dtype), name
+
+
+def time_kernel(driver: Any, band: np.ndarray, repeats: int) -> tuple[float, float, Any, Any]:
+    """(capture seconds, median replay seconds, d, e) of the graph of one (n, BW)."""
+    import time
+
+    import cupy
+
+    n, bw = band.shape[1], band.shape[0] - 1
+    device_band = cupy.asfortranarray(cupy.asarray(band))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    start = time.perf_counter()
+    graph = driver.graph(n, bw)
+    graph.upload(stream)
+    stream.synchronize()
+    capture = time.perf_counter() - start
+    samples = []
+    for _ in range(repeats + 1):  # the first replay warms up
+        ab, layout = driver.load(device_band, stream)
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        begin.record(stream)
+        graph.launch(stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(begin, end) / 1e3)
+    d, e = ab[layout.ku, :].get(), ab[layout.ku - 1, 1:].get()
+    return capture, statistics.median(samples[1:]), d, e
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print the Markdown table (and write ``--json``). Exit 0."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[1024, 4096, 8192, 16384])
+    parser.add_argument("--bw", type=int, nargs="+", default=[32, 64, 128])
+    parser.add_argument("--dtype", nargs="+", default=list(BAND_BIDIAG.dtypes),
+                        choices=BAND_BIDIAG.dtypes)  # fmt: skip
+    parser.add_argument("--source", type=Path, help="a candidate kernel (default: the seed)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--check", action="store_true", help="judge the kernel's (d, e)")
+    parser.add_argument("--lapack-only", action="store_true", help="time LAPACK alone")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    source = args.source.read_text() if args.source else BAND_BIDIAG.seed_source()
+
+    gpu = "none"
+    use_gpu = not args.lapack_only
+    if use_gpu:
+        try:
+            import cupy
+
+            use_gpu = cupy.cuda.runtime.getDeviceCount() > 0
+        except Exception:  # no driver, no device: LAPACK alone  # noqa: BLE001
+            use_gpu = False
+
+    print(f"command: python3 {shlex.join(['scripts/bench_band_bidiag.py', *sys.argv[1:]])}")
+    print(f"date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}")
+    print(f"cpu: {platform.processor() or platform.machine()} ({platform.platform()})")
+    rows: list[Row] = []
+    for dtype in args.dtype:
+        LapackGbbrd(dtype).reduce(inputs.random_band(8, 2, np.dtype(dtype).type,
+                                                     np.random.default_rng(0)))  # fmt: skip
+        driver = None  # ^ loads SciPy's LAPACK and the capsule before anything is timed
+        if use_gpu:
+            driver, gpu = gpu_driver(source, dtype)
+        for n in args.n:
+            for bw in args.bw:
+                band = inputs.random_band(n, bw, np.dtype(dtype).type,
+                                          np.random.default_rng(n * 1000 + bw))  # fmt: skip
+                lapack = LapackGbbrd(dtype)
+                row = Row(n, bw, dtype, lapack.time(band))
+                if driver is not None:
+                    row.tw = driver.tw
+                    row.launches = schedule.launches(n, bw, driver.tw)
+                    row.capture_s, row.kernel_s, d, e = time_kernel(driver, band, args.repeats)
+                    row.speedup = row.lapack_s / row.kernel_s
+                    if args.check:
+                        sigma = None
+                        if dtype == "float64":  # the baseline's DGBBRD is the reference
+                            sigma = bdsqr_singular_values(*lapack.reduce(band))
+                        failure = check_bidiagonal(band, d, e, sigma=sigma)
+                        row.check = "pass" if failure is None else f"FAIL {failure.check}"
+                    driver.close()
+                rows.append(row)
+                print(row.markdown(), file=sys.stderr, flush=True)  # progress
+    print(f"gpu: {gpu}\n")
+    print(HEADER)
+    for row in rows:
+        print(row.markdown())
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""``scripts/bench_band_bidiag.py`` without a GPU (``--lapack-only``): one row per (n, BW,
+dtype) with LAPACK's seconds, the command, and the JSON it writes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_band_bidiag.py"
+
+
+def load_script():  # noqa: ANN201  (the script's module)
+    spec = importlib.util.spec_from_file_location("bench_band_bidiag", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lapack_only_rows_for_every_shape_and_dtype(tmp_path, capsys, monkeypatch):
+    bench = load_script()
+    out = tmp_path / "rows.json"
+    args = ["--n", "64", "130", "--bw", "1", "16", "--dtype", "float32", "float64",
+            "--lapack-only", "--json", str(out)]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["bench_band_bidiag.py", *args])
+    assert bench.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "command: python3 scripts/bench_band_bidiag.py --n 64 130" in printed
+    assert "gpu: none" in printed and bench.HEADER in printed
+    rows = json.loads(out.read_text())
+    assert [(r["n"], r["bw"], r["dtype"]) for r in rows] == [
+        (n, bw, dtype) for dtype in ("float32", "float64") for n in (64, 130) for bw in (1, 16)
+    ]
+    assert all(r["lapack_s"] > 0 and r["kernel_s"] is None for r in rows)
+    assert printed.count("| not run |") == 8
