@@ -29,7 +29,7 @@ from typing import Any, Literal
 from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
-from db.errors import InvalidValueError, NotFoundError
+from db.errors import InvalidTransitionError, InvalidValueError, NotFoundError
 from db.heartbeat import database_now
 from db.models import Job
 from db.repository import create_job, set_job_state
@@ -273,20 +273,31 @@ def settle_backend(
 
 CancelOutcome = Literal["cancelled", "already_cancelled"]
 
+# What a cancel may stop: a job that waits or runs. A job that ended (complete, failed,
+# cancelled) keeps the state it ended in, so its history says how it ended (a failed job's
+# ``last_failure_kind`` stays readable); a second cancel is an explicit no-op.
+CANCELLABLE = (JobState.WAITING.value, JobState.RUNNING.value)
+
 
 def cancel_job(s: Session, job_id: int) -> CancelOutcome:
-    """Cancel a job (queued or not): a waiting job is never claimed afterwards, a running one
-    stops after its iteration in flight (its process reads the state); cancelling twice is a
-    no-op.
+    """Cancel a waiting or running job (queued or not): a waiting job is never claimed
+    afterwards, a running one stops after its iteration in flight (its process reads the
+    state). ``already_cancelled`` when it was cancelled before: nothing changes.
 
     Raises:
         NotFoundError: no such job.
-        InvalidTransitionError: the job is complete.
+        InvalidTransitionError: the job ended ``complete`` or ``failed`` (``job N is failed;
+            only a waiting or running job can be cancelled``); the CLI prints it as one line,
+            the API answers 409.
     """
     job = s.scalar(select(Job).where(Job.id == job_id).with_for_update())
     if job is None:
         raise NotFoundError(f"job {job_id} not found")
     if job.state == JobState.CANCELLED.value:
         return "already_cancelled"
-    set_job_state(s, job_id, JobState.CANCELLED.value)  # refuses a complete job
+    if job.state not in CANCELLABLE:
+        raise InvalidTransitionError(
+            f"job {job_id} is {job.state}; only a waiting or running job can be cancelled"
+        )
+    set_job_state(s, job_id, JobState.CANCELLED.value)
     return "cancelled"

@@ -820,11 +820,16 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
             outcome = queue.cancel_job(s, args.job)
     finally:
         engine.dispose()
-    if outcome == "already_cancelled":
-        print(f"job {args.job} was already cancelled")
-    else:
-        print(f"job {args.job} cancelled; a running job stops after its iteration in flight")
+    print(_cancel_line(args.job, outcome))
     return 0
+
+
+def _cancel_line(job_id: int, outcome: str) -> str:
+    """What ``kernevo cancel`` prints for ``outcome`` (``db.queue.CancelOutcome``), the same
+    through the service and on the database."""
+    if outcome == "already_cancelled":
+        return f"job {job_id} was already cancelled; nothing changed"
+    return f"job {job_id} cancelled; a running job stops after its iteration in flight"
 
 
 def _cancel_through_service(base: str, job_id: int) -> int:
@@ -847,9 +852,18 @@ def _cancel_through_service(base: str, job_id: int) -> int:
         raise CliError(
             f"service at {url} is unreachable ({type(error).__name__}: {error})"
         ) from None
+    if response.status_code in (404, 409):  # the database route's own line: job N is …
+        raise CliError(_error_detail(response))
     if response.status_code >= 400:
         raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
-    print(f"job {job_id} cancelled; a running job stops after its iteration in flight")
+    try:
+        outcome = response.json().get("outcome")
+    except (ValueError, AttributeError):
+        outcome = None
+    if outcome not in ("cancelled", "already_cancelled"):  # a service older than the field
+        print(f"job {job_id} is cancelled (the service did not say whether it was before)")
+        return 0
+    print(_cancel_line(job_id, outcome))
     return 0
 
 

@@ -101,29 +101,35 @@ def test_patch_with_token_cancels(api_client: TestClient, seeded: Seeded, api_to
     url = f"/v1/jobs/{seeded.job_id}"
     response = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
     assert response.status_code == 200, response.text
-    assert response.json()["state"] == "cancelled"
+    assert (response.json()["state"], response.json()["outcome"]) == ("cancelled", "cancelled")
     assert api_client.get(url, headers=AUTH).json()["state"] == "cancelled"
-    # Cancelling again is a no-op; only "cancelled" is accepted; unknown jobs are 404.
+    # Cancelling again is a no-op, and the answer says so; only "cancelled" is accepted;
+    # unknown jobs are 404.
     again = api_client.patch(url, json={"state": "cancelled"}, headers=auth)
     assert again.status_code == 200
+    assert (again.json()["state"], again.json()["outcome"]) == ("cancelled", "already_cancelled")
     for body in ({"state": "running"}, {"state": "cancelled", "extra": 1}, {}):
         assert api_client.patch(url, json=body, headers=auth).status_code == 422
     missing = api_client.patch("/v1/jobs/999", json={"state": "cancelled"}, headers=auth)
     assert missing.status_code == 404
 
 
-def test_patch_of_a_complete_job_is_409(
-    api_client: TestClient, seeded: Seeded, api_token: str, fresh_database_url: str
+@pytest.mark.parametrize("ended", ["complete", "failed"])
+def test_patch_of_a_job_that_ended_is_409(
+    api_client: TestClient, seeded: Seeded, api_token: str, fresh_database_url: str, ended: str
 ) -> None:
     _progress(fresh_database_url, seeded.job_id, state="running")
-    _progress(fresh_database_url, seeded.job_id, state="complete")
+    _progress(fresh_database_url, seeded.job_id, state=ended)
     response = api_client.patch(
         f"/v1/jobs/{seeded.job_id}",
         json={"state": "cancelled"},
         headers={"Authorization": f"Bearer {api_token}"},
     )
     assert response.status_code == 409
-    assert response.json()["detail"] == f"job {seeded.job_id} is complete; cannot become cancelled"
+    assert response.json()["detail"] == (
+        f"job {seeded.job_id} is {ended}; only a waiting or running job can be cancelled"
+    )
+    assert api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json()["state"] == ended
 
 
 @pytest.mark.parametrize("job_id", ["2147483648", "99999999999999999999", "0", "-1"])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from db import queue
@@ -71,24 +72,34 @@ def test_cancel_a_queued_job_then_again(
     with session_scope(engine) as s:
         assert repo.get_job(s, job_id).state == "cancelled"
     code, out, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
-    assert (code, out, err) == (0, f"job {job_id} was already cancelled\n", "")
+    assert (code, out, err) == (0, f"job {job_id} was already cancelled; nothing changed\n", "")
 
 
-def test_cancel_errors_are_one_line(
-    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
-) -> None:
-    code, _, err = _run(capsys, "cancel", "99", "--database-url", fresh_database_url)
-    assert (code, _one_line(err)) == (1, "kernevo: job 99 not found")
+def _ended(engine: Engine, state: str) -> int:
+    """A queued job that ran and ended ``state`` (complete or failed)."""
     job_id = _enqueue(engine)
     with session_scope(engine) as s:
         queue.claim_job(s, worker="w", accepts=(queue.NO_GPU,), gpu_key="none", gpu_index=None)
     with session_scope(engine) as s:
-        repo.update_job_progress(s, job_id, state="complete")
+        repo.update_job_progress(s, job_id, state=state, last_failure_kind="error")
+    return job_id
+
+
+@pytest.mark.parametrize("state", ["complete", "failed"])
+def test_cancel_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str, state: str
+) -> None:
+    code, _, err = _run(capsys, "cancel", "99", "--database-url", fresh_database_url)
+    assert (code, _one_line(err)) == (1, "kernevo: job 99 not found")
+    # A job that ended keeps the state it ended in (the tester's failed job became cancelled).
+    job_id = _ended(engine, state)
     code, _, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
     assert (code, _one_line(err)) == (
         1,
-        f"kernevo: job {job_id} is complete; cannot become cancelled",
+        f"kernevo: job {job_id} is {state}; only a waiting or running job can be cancelled",
     )
+    with session_scope(engine) as s:
+        assert repo.get_job(s, job_id).state == state
     with pytest.raises(SystemExit) as exited:
         main(["cancel", "0"])
     assert exited.value.code == 2
@@ -103,6 +114,47 @@ def test_cancel_through_the_service_needs_a_token(
         1,
         "kernevo: cancel through the service needs KERNEVO_API_TOKEN (the bearer token)",
     )
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "complete", "failed", "missing"])
+def test_cancel_says_the_same_through_the_service_and_on_the_database(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    api_client: TestClient,
+    engine: Engine,
+    fresh_database_url: str,
+    ending: str,
+) -> None:
+    """``kernevo cancel --api-url`` printed "cancelled" for a job cancelled before, where the
+    database route printed "was already cancelled": the service now says which."""
+    import httpx
+
+    def patch(url: str, **kwargs: object) -> httpx.Response:
+        kwargs.pop("timeout", None)
+        return api_client.patch(url.removeprefix("http://kernevo.test"), **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx, "patch", patch)
+    if ending == "cancelled":
+        job_id = _enqueue(engine)
+    elif ending == "missing":
+        job_id = 99
+    else:
+        job_id = _ended(engine, ending)
+    runs = []
+    for through in (["--api-url", "http://kernevo.test"], ["--database-url", fresh_database_url]):
+        runs.append([_run(capsys, "cancel", str(job_id), *through) for _ in range(2)])
+    by_service, on_database = runs
+    if ending == "cancelled":
+        first, second = by_service
+        assert first == (0, f"job {job_id} cancelled; a running job stops after its iteration "
+                         "in flight\n", "")  # fmt: skip
+        assert second == (0, f"job {job_id} was already cancelled; nothing changed\n", "")
+        assert on_database == [second, second]
+    else:
+        assert by_service == on_database
+        [(code, out, err), _] = by_service
+        assert (code, out) == (1, "")
+        assert _one_line(err).startswith(f"kernevo: job {job_id} ")
 
 
 # --- export -----------------------------------------------------------------------------------

@@ -246,6 +246,23 @@ def test_cancel_outcomes(engine: Engine) -> None:
         repo.update_job_progress(s, done, state="complete")
     with session_scope(engine) as s, pytest.raises(InvalidTransitionError, match="complete"):
         queue.cancel_job(s, done)
+    # A failed job ended too: it keeps its state and failure kind (a cancel overwrote them).
+    failed = _enqueue(engine)
+    assert _claim(engine, "w") == failed
+    with session_scope(engine) as s:
+        repo.update_job_progress(s, failed, state="failed", last_failure_kind="worker_error")
+    with (
+        session_scope(engine) as s,
+        pytest.raises(
+            InvalidTransitionError,
+            match=f"job {failed} is failed; only a waiting or running job can be cancelled",
+        ),
+    ):
+        queue.cancel_job(s, failed)
+    assert (_job(engine, failed).state, _job(engine, failed).last_failure_kind) == (
+        "failed",
+        "worker_error",
+    )
     with session_scope(engine) as s, pytest.raises(NotFoundError, match="job 999 not found"):
         queue.cancel_job(s, 999)
 

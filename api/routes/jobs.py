@@ -17,10 +17,11 @@ from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
 from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
+from api.schemas_jobs import JobCancelOut
 from db.heartbeat import database_now
 from db.listing import list_jobs_page
-from db.queue import ANY_GPU, NO_GPU, enqueue_job
-from db.repository import count_programs, get_job, set_job_state
+from db.queue import ANY_GPU, NO_GPU, cancel_job, enqueue_job
+from db.repository import count_programs, get_job
 from db.states import JobState
 from evolver.job_config import JobConfig
 from seeds.hardware import normalize_gpu_name
@@ -166,17 +167,21 @@ def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
 
 @router.patch(
     "/{job_id}",
-    response_model=JobOut,
+    response_model=JobCancelOut,
     dependencies=[WriteScope],
     responses={**FORBIDDEN, **NOT_FOUND, **CONFLICT},
 )
-def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobOut:
-    """Cancel a job; the worker sees the state and stops. Needs a ``write`` token.
+def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobCancelOut:
+    """Cancel a waiting or running job (``db.queue.cancel_job``); its process sees the state
+    and stops after its iteration in flight. Needs a ``write`` token.
 
-    401 without a valid token, 403 with a ``read`` one, 404 for an unknown job, 409 when the
-    job is already complete, 422 for any body other than ``{"state": "cancelled"}``.
-    Cancelling twice is a no-op.
+    200 with the job and ``outcome``: ``cancelled``, or ``already_cancelled`` when it was
+    cancelled before (a no-op). 401 without a valid token, 403 with a ``read`` one, 404 for an
+    unknown job, 409 for a job that ended ``complete`` or ``failed``, 422 for any body other
+    than ``{"state": "cancelled"}``.
     """
-    job = set_job_state(s, job_id, body.state)
+    outcome = cancel_job(s, job_id)
     s.commit()
-    return JobOut.from_job(job, count_programs(s, [job.id])[job.id], database_now(s))
+    job = get_job(s, job_id)
+    out = JobOut.from_job(job, count_programs(s, [job.id])[job.id], database_now(s))
+    return JobCancelOut(**out.model_dump(), outcome=outcome)
