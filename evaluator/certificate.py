@@ -1,5 +1,7 @@
-"""Build a champion's certificate (``kernevo.certificate.Certificate``, format v2) from its
-verified report.
+"""Build a champion's certificate (``kernevo.certificate.Certificate``) from its verified
+report: format v2 for trsm (its op's suite says so: ``evaluator.op_suites.TrsmSuite``), format
+v3 for any other op (its ``op`` and ``shape_params``, shapes of the op's arity, the pipeline's
+checks with the suite's ``problem_checks``, the suite's ``not_verified`` statements).
 
 Every statement comes from the report of ``evaluator.champion.verify_champion`` (a
 :class:`~evaluator.champion.ChampionReport`): ``checks_passed`` lists only checks the report
@@ -19,12 +21,15 @@ the scaled inputs A = s·A0, B = s·B0 that were checked.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from evaluator.champion import SANITIZER_TOOLS, ChampionReport
 from evaluator.inputs import CONTAINMENT_SHAPE, SCALE_EXPONENTS, SWEEP_SHAPE, describe_kinds
+from evaluator.op_suites import OpSuite, suite_for
 from evaluator.report import EvaluationReport, ShapeTiming
-from kernevo.certificate import Certificate, ShapeTimingSummary
+from kernevo.certificate import CERTIFICATE_V3, Certificate, ShapeTimingSummary
 from kernevo.client import describe_envelope
+from seeds.ops import get_op
 from seeds.spec import PathSpec
 
 # The checks the pipeline runs on every candidate whose report reaches status "ok" at the timing
@@ -70,6 +75,11 @@ def checks_passed(report: ChampionReport) -> list[str]:
 
 def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
     """One timed shape of the report for the certificate (``None`` where not measured)."""
+    return ShapeTimingSummary(m=t.m, n=t.n, **_measured(t))
+
+
+def _measured(t: ShapeTiming) -> dict[str, Any]:
+    """What the certificate states of one timed shape but the shape itself."""
     floor = t.noise_floor if _noise_measured(t) and math.isfinite(t.noise_floor) else None
     low, high = _positive(t.speedup_low), _positive(t.speedup_high)
     # A percentile-bootstrap interval need not hold the point estimate (the ratio of the two
@@ -77,9 +87,7 @@ def timing_summary(t: ShapeTiming) -> ShapeTimingSummary:
     low = min(low, t.speedup) if low is not None else None
     high = max(high, t.speedup) if high is not None else None
     faster = None if floor is None or low is None else low > 1 + floor
-    return ShapeTimingSummary(
-        m=t.m,
-        n=t.n,
+    return dict(
         median_us=t.candidate_us,
         iqr_us=t.candidate_spread_us,
         baseline_median_us=t.baseline_us,
@@ -184,16 +192,21 @@ def not_verified(report: ChampionReport, spec: PathSpec, checks: list[str]) -> l
 
 
 def build_certificate(report: EvaluationReport, spec: PathSpec) -> Certificate:
-    """The certificate of a fully verified champion report (``verify_champion``'s, status ok).
+    """The certificate of a fully verified champion report (``verify_champion``'s, status ok):
+    v2 for trsm, v3 (:func:`build_certificate_v3`) for an op whose suite does not say v2.
 
     Raises:
         ValueError: the report did not pass, has no GPU identity, or is not a champion
-            verification's (a plain evaluation ran no champion checks to certify).
+            verification's (a plain evaluation ran no champion checks to certify); for v3,
+            pydantic's ``ValidationError`` when the suite's checks lack the required ones.
     """
     if not isinstance(report, ChampionReport):
         raise ValueError("a certificate needs verify_champion's report (a ChampionReport)")
     if not report.passed or report.gpu is None:
         raise ValueError(f"no certificate for a report that is {report.status} or has no GPU")
+    suite = suite_for(spec.op)
+    if getattr(suite, "certificate_format", CERTIFICATE_V3) == CERTIFICATE_V3:
+        return build_certificate_v3(report, spec, suite)
     gpu = report.gpu
     checks = checks_passed(report)
     timings = [timing_summary(t) for t in report.timings]
@@ -222,3 +235,81 @@ def build_certificate(report: EvaluationReport, spec: PathSpec) -> Certificate:
         input_scales=[float(s) for s in scales],
         not_verified=not_verified(report, spec, checks),
     )
+
+
+def checks_passed_v3(report: ChampionReport, suite: OpSuite) -> list[str]:
+    """:func:`checks_passed` for an op other than trsm: the pipeline's ``screen compile
+    device_global_state``, the suite's ``problem_checks``, ``recheck_after_timing``, then as
+    for trsm (the report's ``checks_run``, ``noise_floor``, ``plausibility``,
+    ``memcheck_before_best``, the champion checks)."""
+    pipeline = ("screen", "compile", "device_global_state", *suite.problem_checks)
+    names = [*pipeline, "recheck_after_timing", *report.checks_run]
+    timings = report.timings
+    if timings and all(_noise_measured(t) for t in timings):
+        names.append("noise_floor")
+    if timings and all(t.plausibility_floor_us > 0 for t in timings):
+        names.append("plausibility")
+    if "memcheck" in report.phase_seconds:
+        names.append("memcheck_before_best")
+    names += report.champion_checks
+    return list(dict.fromkeys(names))
+
+
+def build_certificate_v3(report: ChampionReport, spec: PathSpec, suite: OpSuite) -> Certificate:
+    """A v3 certificate (``kernevo.certificate.CERTIFICATE_V3``) of a champion of an op other
+    than trsm: its op and shape parameters, shapes in the op's parameter order, timings by
+    shape, the checks of :func:`checks_passed_v3`, and what was not verified — the pipeline's
+    statements in the op's words, then the suite's (``not_verified(report, spec)``, when it
+    has one).
+
+    Raises:
+        pydantic.ValidationError: the checks lack those every v3 certificate needs, or a shape
+            is not of the op's arity (the suite's bug: no champion without a true certificate).
+    """
+    assert report.gpu is not None
+    gpu, op = report.gpu, get_op(spec.op)
+    checks = checks_passed_v3(report, suite)
+    timings = [ShapeTimingSummary(shape=list(t.problem), **_measured(t)) for t in report.timings]
+    floors = [t.noise_floor for t in timings if t.noise_floor is not None]
+    scales = report.input_scales if "scale_invariance" in checks else ()
+    envelope = describe_envelope(spec.envelope, spec.params)
+    statements = [
+        f"shapes other than the {len(report.verified_shapes)} verified ones; none outside "
+        f"the envelope {envelope} (the loader dispatches only inside it)",
+        f"dtypes other than {report.dtype}",
+        f"GPUs other than {gpu.name} ({gpu.key}) and architectures other than {gpu.arch}",
+        "NVIDIA drivers, CUDA driver API and NVRTC versions other than those recorded here "
+        "(the loader states a difference, or routes to its fallback with "
+        "KERNEVO_REQUIRE_SAME_TOOLKIT)",
+        "races, synchronization and uninitialized reads at shapes other than "
+        f"{op.assignments(spec.sanitizer_shape)} (racecheck, synccheck, initcheck); "
+        "out-of-bounds accesses at shapes memcheck did not run",
+    ]
+    if "noise_floor" not in checks:
+        statements.append("a speedup beyond timing noise (no noise floor measured)")
+    own = getattr(suite, "not_verified", None)
+    statements += list(own(report, spec)) if callable(own) else []
+    # Validated field by field so that a v3 timing carries its shape and not m, n.
+    document = {
+        "format": CERTIFICATE_V3, "op": spec.op, "shape_params": list(spec.params),
+        "checks_passed": checks, "input_seeds": list(report.input_seeds),
+        "held_out_seeds": list(report.held_out_seeds),
+        "verified_shapes": [list(s) for s in report.verified_shapes],
+        "held_out_shapes": [list(s) for s in spec.held_out_shapes],
+        "determinism_shapes": [list(spec.timed_shapes[-1]), list(spec.sanitizer_shape)],
+        "sanitizer_tools": [tool for tool in SANITIZER_TOOLS if tool in report.sanitizer_shapes],
+        "sanitizer_version": report.sanitizer_version or None,
+        "sanitizer_shapes": {
+            tool: [list(s) for s in shapes] for tool, shapes in report.sanitizer_shapes.items()
+        },
+        "gpu_name": gpu.name, "gpu_key": gpu.key, "arch": gpu.arch,
+        "nvidia_driver_version": report.nvidia_driver_version or None,
+        "cuda_driver_api_version": gpu.driver_version or None,
+        "cuda_runtime_version": gpu.runtime_version or None,
+        "nvrtc_version": report.compile.nvrtc_version if report.compile else None,
+        "timings": [t.model_dump(exclude={"m", "n"}) for t in timings],
+        "noise_floor": max(floors) if timings and len(floors) == len(timings) else None,
+        "input_scales": [float(s) for s in scales],
+        "not_verified": statements,
+    }  # fmt: skip
+    return Certificate.model_validate(document)

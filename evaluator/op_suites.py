@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
+from kernevo.certificate import CERTIFICATE_FORMAT
 
 Shape = tuple[int, ...]
 
@@ -50,9 +51,17 @@ class OpSuite(Protocol):
     - ``run_once(driver, spec, dtype, shape, repeat)``: one problem at ``shape``, launched
       ``repeat`` times with every input and output its own device allocation of exactly its
       size (CuPy's pool is off), for compute-sanitizer and ncu (``evaluator.run_once``).
+    - ``problem_checks``: the names of the checks ``verify`` and ``time`` apply to every
+      output (the memory checks ``out_of_bounds_write`` and ``input_modified`` among them:
+      the certificate requires them), which a champion's certificate lists between the
+      pipeline's ``screen compile device_global_state`` and ``recheck_after_timing``.
+    - optional ``certificate_format`` (default ``kernevo.certificate.CERTIFICATE_V3``; trsm's
+      is v2) and ``not_verified(report, spec) -> list[str]`` (statements the certificate adds
+      to the pipeline's about what this op's verification did not cover).
     """
 
     added_checks: tuple[str, ...]
+    problem_checks: tuple[str, ...]
 
     def verify(
         self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], seeds: Sequence[int],
@@ -85,6 +94,14 @@ class TrsmSuite:
         "scale_invariance", "nonfinite_containment", "metamorphic_linearity",
         "metamorphic_row_scaling", "metamorphic_column_permutation",
     )  # fmt: skip
+    # The per-problem checks and the timing's audit (evaluator.certificate.PIPELINE_CHECKS
+    # names them between the pipeline's own).
+    problem_checks = (
+        "launch_geometry", "non_finite_output", "out_of_bounds_write", "input_modified",
+        "scaled_residual", "forward_error", "replayed_result", "timed_output",
+    )  # fmt: skip
+    # trsm's certificates stay in format v2 (kernevo.certificate), byte for byte.
+    certificate_format = CERTIFICATE_FORMAT
 
     def verify(
         self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], seeds: Sequence[int],

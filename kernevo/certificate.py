@@ -12,7 +12,16 @@ driver API version that driver offers (``cudaDriverGetVersion``, e.g. ``"13.0"``
 ``cuda_runtime_version`` CuPy's CUDA runtime; ``nvrtc_version`` the compiler's. ``None`` is
 "not recorded".
 
-Format ``kernevo.certificate.v2`` (written now) differs from ``v1`` (promotions before issue 6):
+Format ``kernevo.certificate.v3`` is the certificate of a champion of an op other than trsm
+(issue 8): it names its ``op`` and the op's ``shape_params``, its shapes hold one value per
+parameter, its timings name their ``shape`` (no ``m``, ``n``), and the checks it must claim are
+the pipeline's own for every op (``REQUIRED_CHECKS[v3]``: screen, compile, the cubin's contract,
+the memory checks, the re-check after timing, held-out shapes, determinism), its op's suite
+adding its own. v1 and v2 are trsm's (they predate other ops): ``op`` reads ``"trsm"``, shapes
+are ``(m, n)`` pairs, and trsm's champions keep getting v2, byte for byte as before.
+
+Format ``kernevo.certificate.v2`` (trsm's, written now) differs from ``v1`` (promotions before
+issue 6):
 ``noise_floor`` (relative, 0.03 = 3 %) replaces v1's ``noise_floor_us`` (always null), and v2
 adds ``sanitizer_shapes``, ``input_scales``, per-shape speedup interval, noise floor,
 faster-than-baseline verdict and plausibility floor. A v1 document still parses, as a
@@ -61,6 +70,7 @@ from pydantic import (
 
 CERTIFICATE_FORMAT = "kernevo.certificate.v2"
 CERTIFICATE_V1 = "kernevo.certificate.v1"
+CERTIFICATE_V3 = "kernevo.certificate.v3"
 
 # The checks every verification that passed ran, by format: v2's are the pipeline's checks for
 # a report that is ok (evaluator.certificate.PIPELINE_CHECKS, docs/CONTRACTS.md) and the two
@@ -76,6 +86,12 @@ REQUIRED_CHECKS: dict[str, tuple[str, ...]] = {
         "screen", "compile", "contract", "quick", "verify", "time", "held_out_shapes",
         "determinism",
     ),
+    # Any op's: the pipeline's stages and the memory checks every op's suite must run
+    # (docs/CONTRACTS.md, "Adding an op"); the suite's own checks come on top.
+    CERTIFICATE_V3: (
+        "screen", "compile", "device_global_state", "out_of_bounds_write", "input_modified",
+        "recheck_after_timing", "held_out_shapes", "determinism",
+    ),
 }  # fmt: skip
 SANITIZER_TOOL_NAMES = ("memcheck", "racecheck", "synccheck", "initcheck")
 
@@ -90,10 +106,14 @@ MAX_CHECKS = 128  # about 25 check names exist
 MAX_SCALES = 256  # up to 39 powers of two (complex128's swept bands, evaluator.inputs)
 MAX_STATEMENTS = 64  # not_verified has about ten statements
 MAX_STATEMENT_CHARS = 2000  # the longest statement is about 300 characters
+MAX_SHAPE_VALUES = 8  # an op's shape parameters (solve_tri has 4)
 
 Dim = Annotated[StrictInt, Field(ge=1, le=MAX_DIM)]
-Shape = tuple[Dim, Dim]
+# v1 and v2 hold (m, n) pairs only (checked by format); v3 one value per shape parameter.
+Shape = Annotated[tuple[Dim, ...], Field(min_length=1, max_length=MAX_SHAPE_VALUES)]
 Shapes = Annotated[list[Shape], Field(max_length=MAX_SHAPES)]
+OpName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+ParamName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9]{0,15}$")]
 Seeds = Annotated[list[Annotated[StrictInt, Field(ge=0, lt=2**63)]], Field(max_length=MAX_SEEDS)]
 NonNegative = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
@@ -123,12 +143,13 @@ def _blank_is_none(value: Any) -> Any:
 
 
 class _TimingBase(BaseModel):
-    """The timing fields both formats have, and how they must agree."""
+    """The timing fields every format has, and how they must agree. ``m``, ``n``: trsm's shape
+    (v1, v2); a v3 timing names its ``shape`` instead (:class:`ShapeTimingSummary`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    m: Dim
-    n: Dim
+    m: Dim | None = None
+    n: Dim | None = None
     median_us: NonNegative
     iqr_us: NonNegative
     baseline_median_us: NonNegative
@@ -162,6 +183,12 @@ class ShapeTimingSummary(_TimingBase):
     noise_floor: NonNegative | None
     faster_than_baseline: StrictBool | None
     plausibility_floor_us: Positive | None
+    shape: Annotated[list[Dim], Field(min_length=1, max_length=MAX_SHAPE_VALUES)] | None = None
+
+    @property
+    def problem(self) -> tuple[int, ...]:
+        """The timed shape: v3's ``shape``, or trsm's (m, n)."""
+        return tuple(self.shape) if self.shape is not None else (self.m or 0, self.n or 0)
 
     @model_validator(mode="after")
     def _consistent(self) -> ShapeTimingSummary:
@@ -180,6 +207,9 @@ class ShapeTimingSummary(_TimingBase):
 
 class _TimingV1(_TimingBase):
     """A v1 timing: only the fields v1 had."""
+
+    m: Dim
+    n: Dim
 
 
 class _CertificateBase(BaseModel):
@@ -217,6 +247,13 @@ class _CertificateV1(_CertificateBase):
     timings: Annotated[list[_TimingV1], Field(max_length=MAX_TIMINGS)]
     noise_floor_us: None = None
 
+    @model_validator(mode="after")
+    def _pairs(self) -> _CertificateV1:
+        """v1 is trsm's: every shape an (m, n) pair."""
+        if bad := _not_pairs(self):
+            raise ValueError(f"a v1 certificate's shapes are (m, n) pairs; got {bad}")
+        return self
+
 
 class Certificate(_CertificateBase):
     """What a champion's verification ran and found (see the module doc for versions, formats
@@ -234,13 +271,20 @@ class Certificate(_CertificateBase):
             contradict each other (module doc).
     """
 
-    format: Literal["kernevo.certificate.v1", "kernevo.certificate.v2"] = CERTIFICATE_FORMAT
+    format: Literal[
+        "kernevo.certificate.v1", "kernevo.certificate.v2", "kernevo.certificate.v3"
+    ] = CERTIFICATE_FORMAT
     sanitizer_version: Version
     sanitizer_shapes: dict[SanitizerTool, Shapes]
     nvidia_driver_version: Version
     timings: Annotated[list[ShapeTimingSummary], Field(max_length=MAX_TIMINGS)]
     noise_floor: NonNegative | None
     input_scales: Annotated[list[Positive], Field(max_length=MAX_SCALES)]
+    # v3 only (absent from v1 and v2, which are trsm's): the op and its shape parameters.
+    op: OpName | None = None
+    shape_params: Annotated[list[ParamName], Field(min_length=1, max_length=MAX_SHAPE_VALUES)] | (
+        None
+    ) = None
 
     @model_validator(mode="before")
     @classmethod
@@ -269,6 +313,7 @@ class Certificate(_CertificateBase):
     def _consistent(self) -> Certificate:
         """The checks its format requires are claimed, each tool and scale comes with its
         check, and the noise floor is the worst shape's (module doc)."""
+        self._shapes_of_the_format()
         claimed = set(self.checks_passed)
         if len(claimed) != len(self.checks_passed):
             raise ValueError("checks_passed names a check twice")
@@ -278,7 +323,7 @@ class Certificate(_CertificateBase):
             raise ValueError("sanitizer_tools names a tool twice")
         if unclaimed := [t for t in self.sanitizer_tools if f"sanitizer_{t}" not in claimed]:
             raise ValueError(f"sanitizer_tools {unclaimed} without their sanitizer_ checks")
-        if self.format == CERTIFICATE_FORMAT and set(self.sanitizer_tools) != set(
+        if self.format != CERTIFICATE_V1 and set(self.sanitizer_tools) != set(
             self.sanitizer_shapes
         ):
             raise ValueError("sanitizer_tools and the tools of sanitizer_shapes differ")
@@ -290,18 +335,61 @@ class Certificate(_CertificateBase):
             raise ValueError(f"noise_floor {self.noise_floor} is not the worst shape's ({worst})")
         return self
 
-    def shapes(self) -> list[tuple[int, int]]:
-        """Every shape the certificate says something was run at (verified, held out,
-        determinism, sanitizer, timed)."""
+    def _shapes_of_the_format(self) -> None:
+        """v1, v2 (trsm's): no ``op`` nor ``shape_params`` (not even null), (m, n) pairs and
+        timings by ``m``, ``n``; v3: ``op``, ``shape_params``, every shape and timing of that
+        arity, timings by ``shape`` only.
+
+        Raises:
+            ValueError: the first shape or field that breaks it.
+        """
+        given = self.model_fields_set
+        if self.format != CERTIFICATE_V3:
+            if extra := sorted({"op", "shape_params"} & given):
+                raise ValueError(f"{extra} belong to a v3 certificate, not {self.format}")
+            if bad := _not_pairs(self):
+                raise ValueError(f"a {self.format} certificate's shapes are (m, n) pairs: {bad}")
+            for t in self.timings:
+                if "shape" in t.model_fields_set or t.m is None or t.n is None:
+                    raise ValueError(f"a {self.format} certificate's timings name m and n")
+            return
+        if self.op is None or self.shape_params is None:
+            raise ValueError("a v3 certificate names its op and shape_params")
+        if len(set(self.shape_params)) != len(self.shape_params):
+            raise ValueError("shape_params names a parameter twice")
+        arity = len(self.shape_params)
+        if bad := [shape for shape in self._listed_shapes() if len(shape) != arity]:
+            raise ValueError(f"shapes {bad[:3]} are not of {self.op}'s {arity} parameters")
+        for t in self.timings:
+            if {"m", "n"} & t.model_fields_set or t.shape is None or len(t.shape) != arity:
+                raise ValueError(f"a v3 timing names its shape of {arity} values, not m and n")
+
+    def _listed_shapes(self) -> list[tuple[int, ...]]:
         return [
             *self.verified_shapes, *self.held_out_shapes, *self.determinism_shapes,
             *(shape for shapes in self.sanitizer_shapes.values() for shape in shapes),
-            *((t.m, t.n) for t in self.timings),
         ]  # fmt: skip
 
+    @property
+    def op_name(self) -> str:
+        """The op the certificate is of: its ``op`` (v3), else ``"trsm"`` (v1 and v2 predate
+        other ops)."""
+        return self.op or "trsm"
+
+    def shapes(self) -> list[tuple[int, ...]]:
+        """Every shape the certificate says something was run at (verified, held out,
+        determinism, sanitizer, timed), each in its op's parameter order."""
+        return [*self._listed_shapes(), *(t.problem for t in self.timings)]
+
     def to_json_dict(self) -> dict[str, Any]:
-        """The JSON document stored with the champion and served (tuples become lists)."""
-        return self.model_dump(mode="json")
+        """The JSON document stored with the champion and served (tuples become lists); v1 and
+        v2 without the v3 fields, so a trsm certificate is what it always was."""
+        if self.format == CERTIFICATE_V3:
+            return self.model_dump(mode="json", exclude={"timings": {"__all__": {"m", "n"}}})
+        return self.model_dump(
+            mode="json",
+            exclude={"op": True, "shape_params": True, "timings": {"__all__": {"shape"}}},
+        )
 
     def summary(self) -> list[str]:
         """A few lines for a terminal: checks, versions, seeds, timings, what was not verified."""
@@ -314,22 +402,42 @@ class Certificate(_CertificateBase):
         sanitizer = ", ".join(self.sanitizer_tools) or "none"
         if self.sanitizer_version:
             sanitizer += f" (compute-sanitizer {self.sanitizer_version})"
-        version = " (v1)" if self.format == CERTIFICATE_V1 else ""
+        version = {CERTIFICATE_V1: " (v1)", CERTIFICATE_V3: f" (v3, {self.op})"}
+        version_text = version.get(self.format, "")
         return [
-            f"certificate{version}: passed {', '.join(self.checks_passed)}",
+            f"certificate{version_text}: passed {', '.join(self.checks_passed)}",
             f"  on {self.gpu_name} ({self.arch}); {versions}",
             f"  {len(self.verified_shapes)} verified shapes "
             f"({len(self.held_out_shapes)} held out), input seeds {self.input_seeds}, "
             f"held-out seeds {self.held_out_seeds}",
             f"  sanitizer: {sanitizer}; noise floor {noise}",
-            *(_timing_line(t) for t in self.timings),
+            *(_timing_line(t, self.shape_params) for t in self.timings),
             *(f"  not verified: {line}" for line in self.not_verified),
         ]
 
 
-def _timing_line(t: ShapeTimingSummary) -> str:
+def _not_pairs(certificate: Any) -> list[Any]:
+    """The shapes of a certificate (verified, held out, determinism, sanitizer) that are not
+    (m, n) pairs, at most three."""
+    listed = [
+        *certificate.verified_shapes, *certificate.held_out_shapes,
+        *certificate.determinism_shapes,
+        *(shape for shapes in certificate.sanitizer_shapes.values() for shape in shapes),
+    ] if hasattr(certificate, "sanitizer_shapes") else [
+        *certificate.verified_shapes, *certificate.held_out_shapes,
+        *certificate.determinism_shapes,
+    ]  # fmt: skip
+    return [shape for shape in listed if len(shape) != 2][:3]
+
+
+def _timing_line(t: ShapeTimingSummary, params: list[str] | None = None) -> str:
+    where = (
+        " ".join(f"{name}={value}" for name, value in zip(params, t.shape, strict=True))
+        if params and t.shape is not None
+        else f"m={t.m} n={t.n}"
+    )
     line = (
-        f"  m={t.m} n={t.n}: median {t.median_us:.2f} us (IQR {t.iqr_us:.2f}), baseline "
+        f"  {where}: median {t.median_us:.2f} us (IQR {t.iqr_us:.2f}), baseline "
         f"{t.baseline_median_us:.2f} us (IQR {t.baseline_iqr_us:.2f}), {t.speedup:.2f}x"
     )
     if t.speedup_low is not None and t.speedup_high is not None:
@@ -361,7 +469,12 @@ def certified_metrics(document: Mapping[str, Any] | None) -> dict[str, Any]:
     )
     return {
         "combined_score": score,
-        "timings": [{"m": t.m, "n": t.n, "candidate_us": t.median_us} for t in certificate.timings],
+        "timings": [
+            {"shape": list(t.shape), "candidate_us": t.median_us}
+            if t.shape is not None
+            else {"m": t.m, "n": t.n, "candidate_us": t.median_us}
+            for t in certificate.timings
+        ],
     }
 
 

@@ -187,6 +187,15 @@ def describe_envelope(envelope: Mapping[str, Any], params: Sequence[str] | None 
     return str(_op_spec.describe_envelope(envelope, params))
 
 
+def op_of(path: str) -> str | None:
+    """The op of ``path`` (``seeds.registry``), ``None`` for a path the registry does not
+    hold."""
+    from kernevo.paths import registry
+
+    spec = registry.PATHS.get(path)
+    return None if spec is None else str(spec.op)
+
+
 def op_params(path: str, envelope: Envelope | None = None) -> tuple[str, ...]:
     """The shape parameter names of the op of ``path`` (``seeds.registry``), in order; for a
     path the registry does not hold, those ``envelope`` bounds in the order its keys first

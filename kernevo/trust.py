@@ -45,7 +45,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from kernevo.certificate import Certificate
-from kernevo.client import ChampionKernel, op_params
+from kernevo.client import ChampionKernel, op_of, op_params
 from kernevo.keys import local_public_key, trusted_keys
 from kernevo.lockfile import LockFile, entry_for
 from kernevo.settings import LoaderSettings
@@ -155,12 +155,21 @@ def _first(error: ValidationError) -> str:
 
 def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> str:
     """What ``certificate`` says that contradicts the ``champion`` it is served with, as one
-    clause (``""`` when nothing does): another GPU (``gpu_key`` against the champion's
-    ``gpu``), another architecture, another NVRTC version (when both record one), or a shape
-    outside the champion's envelope (the loader dispatches only inside it, and verification ran
-    only there). A certificate has no dtype field; its ``not_verified`` names the dtype in prose.
+    clause (``""`` when nothing does): another op than the champion's path's (a v1 or v2
+    certificate is trsm's) or, in v3, other shape parameters than the op's; another GPU
+    (``gpu_key`` against the champion's ``gpu``), another architecture, another NVRTC version
+    (when both record one), or a shape outside the champion's envelope (the loader dispatches
+    only inside it, and verification ran only there). A certificate has no dtype field; its
+    ``not_verified`` names the dtype in prose.
     """
     clauses = []
+    path_op = op_of(champion.path)
+    if path_op is not None and certificate.op_name != path_op:
+        clauses.append(f"op {certificate.op_name}, champion of a path of {path_op}")
+    params = op_params(champion.path, champion.envelope)
+    if certificate.shape_params is not None and tuple(certificate.shape_params) != params:
+        names = ", ".join(certificate.shape_params)
+        clauses.append(f"shape parameters ({names}), the op's ({', '.join(params)})")
     if certificate.gpu_key != champion.gpu:
         clauses.append(f"GPU {certificate.gpu_key}, champion for {champion.gpu}")
     if certificate.arch != champion.arch:
@@ -169,7 +178,6 @@ def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> 
     if verified and built and verified != built:
         clauses.append(f"NVRTC {verified}, champion compiled by {built}")
     envelope = champion.envelope
-    params = op_params(champion.path, envelope)
     if outside := sorted({s for s in certificate.shapes() if not envelope.contains(s, params)}):
         clauses.append(f"shapes {outside[:3]} outside the envelope {envelope.describe(params)}")
     return "; ".join(clauses)

@@ -35,6 +35,7 @@ from test_loader_resolver import (
 )
 
 from kernevo.cache import ChampionCache
+from kernevo.certificate import CERTIFICATE_V3, REQUIRED_CHECKS, Certificate
 from kernevo.client import service_fetcher
 from kernevo.resolver import Resolver
 from kernevo.solver import OpSolver, check_problem
@@ -121,14 +122,26 @@ def double_op(monkeypatch: pytest.MonkeyPatch) -> Any:
     return path
 
 
+def certificate_v3(spec: Any, verified: list[list[int]], **changes: Any) -> dict[str, Any]:
+    """A v3 certificate of ``spec``'s op (its shapes ``verified``, a memcheck clean at the
+    first of them), as a promotion of a champion of an op other than trsm stores it."""
+    document = certificate_json(
+        verified_shapes=[], held_out_shapes=[], determinism_shapes=[],
+        sanitizer_shapes={"memcheck": []},
+    )  # fmt: skip
+    document.update(
+        format=CERTIFICATE_V3, op=spec.op, shape_params=list(spec.params),
+        checks_passed=[*REQUIRED_CHECKS[CERTIFICATE_V3], "sanitizer_memcheck"],
+        verified_shapes=verified, sanitizer_shapes={"memcheck": verified[:1]}, **changes,
+    )  # fmt: skip
+    return Certificate.model_validate(document).to_json_dict()
+
+
 def body_for(spec: Any, bucket: str, verified: list[list[int]], **certificate: Any) -> dict:
     """A signed ``/v1/kernels/best`` body of ``spec``'s path at ``bucket`` with ``spec``'s
-    envelope (and ``verified``), its certificate naming only shapes inside it."""
+    envelope (and ``verified``), its v3 certificate naming only shapes inside it."""
     cubin = f"cubin of {spec.path_id}/{bucket}".encode()
-    document = certificate_json(
-        verified_shapes=verified, held_out_shapes=[], determinism_shapes=[],
-        sanitizer_shapes={"memcheck": []}, **certificate,
-    )  # fmt: skip
+    document = certificate_v3(spec, verified, **certificate)
     body = {
         "path": spec.path_id, "dtype": "float64", "gpu": GPU.key, "shape_bucket": bucket,
         "program_id": 17, "arch": "sm_90", "nvrtc_version": "13.0",

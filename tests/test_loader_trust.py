@@ -375,7 +375,7 @@ def test_a_signed_champion_without_a_certificate_is_refused(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("document", "where"),
     [
-        (certificate_json(format="kernevo.certificate.v3"), "format"),  # a newer evaluator's
+        (certificate_json(format="kernevo.certificate.v4"), "format"),  # a newer evaluator's
         ({"format": "kernevo.certificate.v2", "checks_passed": ["screen"]}, "input_seeds"),
         (certificate_json(checks_passed="everything"), "checks_passed"),
     ],
