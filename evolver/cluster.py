@@ -20,6 +20,7 @@ stops the job, which then fails with one line naming the scheduler and the resum
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -209,25 +210,35 @@ class EvaluationCluster:
 def start_local_cluster(gpus: tuple[int, ...], *, compile_only: bool) -> Any:
     """A scheduler on 127.0.0.1 and one worker per device of ``gpus`` (``evolver.dask_worker``;
     compile-only workers under the key ``none`` when ``compile_only``), in processes of this
-    machine, living as long as the returned ``SpecCluster``.
+    machine, living as long as the returned ``SpecCluster``. A device index counts among
+    ``CUDA_VISIBLE_DEVICES`` when it is set (``evolver.dask_worker.physical_gpu``).
 
     Raises:
         GpuNotFoundError: a listed device does not answer.
+        ClusterError: ``CUDA_VISIBLE_DEVICES`` holds UUIDs or too few devices.
     """
     from distributed import Nanny, Scheduler, SpecCluster
 
-    from evolver.dask_worker import allow_worker_children, nanny_options, worker_plugin
+    from evolver.dask_worker import (
+        allow_worker_children,
+        nanny_options,
+        physical_gpu,
+        worker_plugin,
+    )
 
     allow_worker_children()
+    physical = {index: physical_gpu(index) for index in gpus}  # as kernevo dask-worker does
+    if not compile_only:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # every index below is physical
     workers = {}
     for index in gpus:
-        plugin = worker_plugin(None if compile_only else index)
+        plugin = worker_plugin(None if compile_only else physical[index])
         name = f"local-gpu{index}"
         options = nanny_options(plugin, name, silence_logs=logging.ERROR)
         workers[name] = {"cls": Nanny, "options": options}
     scheduler = {
         "cls": Scheduler,
-        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": None},
+        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
     }
     return SpecCluster(
         workers=workers, scheduler=scheduler, silence_logs=logging.ERROR, name="kernevo-local"

@@ -282,7 +282,7 @@ def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
         key: {"cls": Worker, "options": nanny_options(GpuEvaluationPlugin(None, key), key)}
         for key in ("sim-a", "sim-b")
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}}
     with SpecCluster(workers=workers, scheduler=scheduler) as spec, Client(spec) as client:
         info = client.scheduler_info(n_workers=-1)["workers"]
         by_key = keys_of(info)
