@@ -25,6 +25,7 @@ from seeds.band_bidiag.driver import BandBidiagDriver
 from seeds.band_bidiag.layout import PaddedLayout, bidiagonal, pack
 from seeds.band_bidiag.spec import BAND_BIDIAG, BUCKETS
 from seeds.driver import LaunchGeometry
+from seeds.ops import get_op
 from seeds.tunables import parse_tunables
 
 SEED = BAND_BIDIAG.seed_source()
@@ -84,11 +85,14 @@ def test_a_thread_count_off_whole_warps_does_not_compile(tmp_path):
 
 def test_spec_shapes_lie_in_the_envelope_and_buckets():
     assert BAND_BIDIAG.op == "band_bidiag" and BAND_BIDIAG.dtypes == ("float32", "float64")
+    assert BAND_BIDIAG.params == ("n", "bandwidth")
     for bucket in BUCKETS:
         spec = BAND_BIDIAG.for_bucket(bucket.name)
         shapes = (*spec.quick_shapes, *spec.verify_shapes, *spec.timed_shapes,
                   *spec.held_out_shapes, spec.sanitizer_shape)  # fmt: skip
         assert all(BAND_BIDIAG.serves(n, bw) for n, bw in shapes)
+        for shape in shapes:  # the op's ranges and its relation bandwidth <= n - 1
+            assert get_op("band_bidiag").check_shape(shape) == shape
         assert all(bucket.serves(n, bw) for n, bw in spec.timed_shapes)
     assert BAND_BIDIAG.bucket_of(8192, 32) == "n2049_16384"
     assert BAND_BIDIAG.bucket_of(1024, 128) == "n1_2048"
