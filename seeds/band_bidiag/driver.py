@@ -116,14 +116,16 @@ class BandBidiagDriver:
     def graph(self, n: int, bw: int) -> Any:
         """A CUDA graph (``cupy.cuda.Graph``) of a whole reduction of :meth:`workspace`
         ``(n, bw)``, captured on first use (the launch geometry is asked before capture, which
-        allows no host synchronization) and kept."""
+        allows no host synchronization) and kept; ``None`` when there is nothing to launch
+        (bandwidth ≤ 1: no empty graph is captured)."""
         import cupy
 
+        if not schedule.stages(n, bw, self.tw):
+            return None
         key = (n, bw)
         if key not in self._graphs:
             ab, layout = self.workspace(n, bw)
-            if schedule.stages(n, bw, self.tw):
-                self.geometry(n, bw)
+            self.geometry(n, bw)
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
                 stream.begin_capture()
@@ -183,7 +185,7 @@ class BandBidiagDriver:
         ab, layout = self.load(band, stream)
         if graph is not None:
             graph.launch(stream)
-        else:
+        elif not use_graph:
             self.reduce_raw(ab.data.ptr, n, bw, layout.ldab, layout.ku, stream)
         with stream:
             return ab[layout.ku, :].copy(), ab[layout.ku - 1, 1:].copy()
