@@ -215,8 +215,7 @@ def load(
         ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
             file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line).
         ModuleNotFoundError: what the op's fallback needs is not installed (band_bidiag's
-            LAPACK comes with SciPy, which the light ``kernevo`` wheel installs with its
-            ``band_bidiag`` extra).
+            LAPACK comes with SciPy, which the light ``kernevo`` wheel does not depend on).
         kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
             too old, or no device).
     """

@@ -137,11 +137,18 @@ class BandBidiagCall:
 
     Raises:
         ModuleNotFoundError: SciPy, whose LAPACK the fallback calls, is not installed (the
-            light ``kernevo`` wheel installs it with its ``band_bidiag`` extra).
+            light ``kernevo`` wheel does not depend on it: ``pip install scipy``).
     """
 
     def __init__(self) -> None:
-        import scipy.linalg.cython_lapack  # noqa: F401  the fallback's LAPACK: missing is said now
+        try:
+            import scipy.linalg.cython_lapack  # noqa: F401  the fallback's LAPACK
+        except ModuleNotFoundError as error:
+            raise ModuleNotFoundError(
+                "band_bidiag's fallback is LAPACK ?gbbrd through SciPy, which is not installed "
+                "(pip install scipy)",
+                name=error.name,
+            ) from None
 
     def shape(self, band: Any) -> tuple[int, int]:
         """(n, bandwidth) (:func:`check_band`)."""
