@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -325,3 +326,9 @@ def test_the_op_modules_import_nothing_of_cuda():
     for module in (trsm, solve_tri, band_bidiag):
         assert "cupy" not in vars(module)
     assert isinstance(ops.get_op("trsm"), OpSpec)
+
+
+def test_band_bidiag_without_scipy_says_so_when_loaded(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(sys.modules, "scipy.linalg.cython_lapack", None)
+    with pytest.raises(ModuleNotFoundError, match=r"LAPACK \?gbbrd through SciPy.*pip install"):
+        ops.get_op("band_bidiag").call()
