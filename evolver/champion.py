@@ -129,7 +129,8 @@ def promote_best(
         # this evaluation's noise floor: scores from two evaluations differ by more than that
         # (issue 6: one kernel read 2.26 and 2.43 us at 16x16 in two evaluations).
         shapes = ", ".join(
-            f"{t.m}x{t.n} {t.speedup:.3f}x [{t.speedup_low:.3f}, {t.speedup_high:.3f}], "
+            f"{'x'.join(str(v) for v in t.shape or (t.m, t.n))} {t.speedup:.3f}x "
+            f"[{t.speedup_low:.3f}, {t.speedup_high:.3f}], "
             f"floor {t.noise_floor:.3f}"
             for t in report.rival_timings
         )
