@@ -72,6 +72,10 @@ class Job(Base):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     claimed_gpu: Mapped[int | None] = mapped_column(Integer)
     attempts: Mapped[int] = mapped_column(Integer, server_default="0", default=0)
+    # Seconds between the heartbeats of the process responsible for the job (the claiming
+    # worker's --heartbeat-s, or kernevo evolve's 30 s); None: not recorded. The reaper and the
+    # stale flag wait for three of them (db.queue, db.heartbeat).
+    heartbeat_interval_s: Mapped[float | None] = mapped_column(Float)
 
     programs: Mapped[list[Program]] = relationship(back_populates="job", order_by="Program.id")
 

@@ -30,7 +30,7 @@ from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from db.errors import InvalidTransitionError, InvalidValueError, NotFoundError
-from db.heartbeat import database_now
+from db.heartbeat import database_now, stale_after_s
 from db.models import Job
 from db.repository import create_job, set_job_state
 from db.states import JobState
@@ -97,11 +97,13 @@ def claim_job(
     accepts: Sequence[str],
     gpu_key: str,
     gpu_index: int | None,
+    heartbeat_s: float | None = None,
 ) -> Job | None:
     """Claim the oldest waiting queued job whose GPU key is in ``accepts``, or return ``None``.
 
     The job becomes ``running``, claimed by ``worker`` (at most :data:`MAX_WORKER_ID`
-    characters) on device ``gpu_index`` (``None``: no GPU), with its heartbeat taken and its
+    characters) on device ``gpu_index`` (``None``: no GPU), with its heartbeat taken, the
+    worker's ``heartbeat_s`` recorded as its heartbeat interval (``db.heartbeat``) and its
     ``attempts`` counted; a job queued for :data:`ANY_GPU` takes ``gpu_key``, the claiming
     device's key, so a later resume runs on the same GPU model. PostgreSQL: the row is chosen
     ``FOR UPDATE SKIP LOCKED``, so concurrent claimers never take the same job and never wait
@@ -133,6 +135,7 @@ def claim_job(
     job.claimed_gpu = gpu_index
     job.claimed_at = func.now()
     job.heartbeat_at = func.now()
+    job.heartbeat_interval_s = heartbeat_s
     job.attempts = Job.attempts + 1
     s.flush()
     s.refresh(job)
@@ -191,10 +194,12 @@ def _return(job: Job, max_attempts: int) -> Literal["requeued", "failed"]:
 
 def reap_stale(s: Session, *, grace_s: float, max_attempts: int) -> list[Reaped]:
     """Return to the queue every ``running`` queued job whose heartbeat is older than
-    ``grace_s`` seconds on the database clock (its worker died: SIGKILL, a lost host); a job
-    already claimed ``max_attempts`` times becomes ``failed`` (:data:`WORKER_LOST`) instead of
-    looping through dying workers. Rows another transaction holds are skipped (PostgreSQL
-    ``SKIP LOCKED``), the next pass sees them.
+    ``grace_s`` seconds on the database clock (its worker died: SIGKILL, a lost host) and than
+    three of the job's own recorded heartbeat intervals (``db.heartbeat.stale_after_s``: a
+    ``kernevo evolve --resume`` of the job beats every 30 s, so a worker reaping with a 15 s
+    grace leaves it alone); a job already claimed ``max_attempts`` times becomes ``failed``
+    (:data:`WORKER_LOST`) instead of looping through dying workers. Rows another transaction
+    holds are skipped (PostgreSQL ``SKIP LOCKED``), the next pass sees them.
 
     Raises:
         InvalidValueError: ``grace_s`` not > 0 or ``max_attempts`` < 1.
@@ -219,6 +224,8 @@ def reap_stale(s: Session, *, grace_s: float, max_attempts: int) -> list[Reaped]
     for job in stale:
         assert job.heartbeat_at is not None  # the WHERE compared it
         age = max(0.0, (now - job.heartbeat_at).total_seconds())
+        if age <= stale_after_s(job, grace_s):
+            continue  # its process beats more slowly than the grace period: not missed yet
         holder = job.claimed_by
         action = _return(job, max_attempts)
         reaped.append(Reaped(job.id, holder, action, job.attempts, age))
@@ -246,6 +253,31 @@ def return_job(s: Session, job_id: int, worker: str, *, max_attempts: int) -> Re
     action = _return(job, max_attempts)
     s.flush()
     return action
+
+
+def release_claim(s: Session, job_id: int, worker: str, *, holder_interval_s: float) -> bool:
+    """``worker`` claimed a job that another process already runs (it holds the job's lock:
+    ``kernevo evolve --resume``): give the claim up without touching the job. The state stays
+    as the running process leaves it, the claim's attempt is not counted, and the heartbeat
+    interval becomes at least ``holder_interval_s`` (the other process's, which could not
+    record it while the claim stood), so no reaper takes the slower beats for a death. If that
+    process dies, the reaper requeues the job as any other. ``False`` when the job is not
+    ``worker``'s (nothing changed).
+
+    Raises:
+        NotFoundError: no such job.
+    """
+    job = s.scalar(select(Job).where(Job.id == job_id).with_for_update())
+    if job is None:
+        raise NotFoundError(f"job {job_id} not found")
+    if job.claimed_by != worker:
+        return False
+    job.claimed_by = None
+    job.claimed_gpu = None
+    job.attempts = max(0, job.attempts - 1)
+    job.heartbeat_interval_s = max(job.heartbeat_interval_s or 0.0, holder_interval_s)
+    s.flush()
+    return True
 
 
 def settle_backend(

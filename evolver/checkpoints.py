@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from evolver.errors import ResumeError
+from evolver.errors import JobBusyError
 
 # Checkpoints kept by default: the newest, and two to fall back to if it turns out broken.
 DEFAULT_KEEP = 3
@@ -234,7 +234,7 @@ class JobLock:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.close()
-            raise ResumeError(
+            raise JobBusyError(
                 f"job {self.job_id} is running in another process (lock {self.path})"
             ) from None
         fh.seek(0)

@@ -23,6 +23,11 @@ class ResumeError(EvolverError, LookupError):
     """``--resume`` names a job that does not exist, is finished, or has nothing to resume."""
 
 
+class JobBusyError(ResumeError):
+    """Another process runs the job: it holds the job's lock (``job.lock`` in its work folder).
+    A worker that claimed the job leaves it to that process instead of failing it."""
+
+
 class StoreError(EvolverError, RuntimeError):
     """The lineage store cannot be opened or migrated (wrong URL, server down, bad schema)."""
 

@@ -54,7 +54,7 @@ from evolver.job_config import JobConfig, validate_job_config
 from evolver.lineage import LineageRecorder, RecordContext
 from evolver.llm import LLMBackend, check_endpoint, model_configs, resolve_backend
 from evolver.openevolve_config import build_config
-from evolver.progress import Best, Heartbeat, ProgressReporter
+from evolver.progress import HEARTBEAT_INTERVAL_S, Best, Heartbeat, ProgressReporter
 from evolver.prompts import system_message, write_templates
 from evolver.queued_llm import queued_llm_problem
 from evolver.settings import EvolverSettings
@@ -526,6 +526,7 @@ def _run_locked(
     from openevolve.controller import EvolutionFailedError, OpenEvolve
 
     from db import repository
+    from db.heartbeat import note_heartbeat_interval
     from db.session import session_scope
 
     spec = get_path(job.path, job.bucket)
@@ -603,6 +604,9 @@ def _run_locked(
     )
     with session_scope(engine) as s:
         repository.update_job_progress(s, job_id, state="running", iteration=done)
+        # This process beats for the job (unless a worker holds it and beats itself): record
+        # how often, so that no worker's reaper takes its 30 s beats for a death.
+        note_heartbeat_interval(s, job_id, HEARTBEAT_INTERVAL_S)
     for name, failure in point.rejected:
         write(f"job {job_id} | {name} is broken, not resumed from: {failure.describe()}")
     write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work))

@@ -44,7 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from db.heartbeat import MISSED_BEATS
 from evolver.errors import WorkerError
+from evolver.progress import HEARTBEAT_INTERVAL_S
+from evolver.worker_child import EXIT_BUSY
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -59,8 +62,9 @@ DEFAULT_GRACE_S = 90.0
 DEFAULT_POLL_S = 2.0
 DEFAULT_MAX_ATTEMPTS = 3
 # The grace period must hold this many missed heartbeats, so that one slow database write or a
-# busy host does not hand a live job to a second worker.
-MIN_BEATS_PER_GRACE = 3
+# busy host does not hand a live job to a second worker. The reaper also waits for as many of
+# each job's own recorded beats (db.heartbeat.MISSED_BEATS), whoever beats for it.
+MIN_BEATS_PER_GRACE = MISSED_BEATS
 
 POSTGRES_HINT = "set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db"
 
@@ -311,6 +315,13 @@ class Worker:
             state, holder = job.state, job.claimed_by
             if holder != self.id:
                 return
+            if code == EXIT_BUSY:  # another process runs it and beats for it: leave it be
+                queue.release_claim(s, job_id, self.id, holder_interval_s=HEARTBEAT_INTERVAL_S)
+                self._say(
+                    f"job {job_id}: another process runs it (it holds the job's lock); "
+                    "claim given up, the job left to that process"
+                )
+                return
             if code < 0 or code in (130, 143):  # stopped by a signal: resumable elsewhere
                 action = queue.return_job(
                     s, job_id, self.id, max_attempts=self.options.max_attempts
@@ -369,6 +380,7 @@ class Worker:
                     accepts=slot.accepts,
                     gpu_key=slot.gpu_key,
                     gpu_index=slot.index,
+                    heartbeat_s=self.options.heartbeat_s,
                 )
                 if job is None:
                     continue  # nothing this slot can run: try again next round

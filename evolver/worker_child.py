@@ -16,7 +16,9 @@ workers waits for.
 
 Exit status as ``kernevo evolve``: 0 complete or cancelled, 1 failed or an error (one line on
 stderr), 130 Ctrl-C, 143 SIGTERM (the job is left ``failed``, resumable, and the worker returns
-it to the queue).
+it to the queue); and :data:`EXIT_BUSY` (75) when another process already runs the job (it
+holds the job's lock: ``kernevo evolve --resume``): the job is untouched and the worker gives
+its claim up (``db.queue.release_claim``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_ERROR = 1
+# Another process runs the job (it holds the job's lock): the worker gives its claim up and
+# leaves the job to that process (EX_TEMPFAIL of sysexits.h).
+EXIT_BUSY = 75
 
 
 def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
@@ -129,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the job outlives the worker's terminal
 
     from db.errors import DatabaseUnavailableError, RepositoryError
-    from evolver.errors import EvolverError
+    from evolver.errors import EvolverError, JobBusyError
     from evolver.runner import JobStopped
     from kernevo.environment import SettingsError
     from kernevo.stopping import stop_handled
@@ -145,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"kernevo worker: job {args.job} interrupted", file=sys.stderr)
         return 130
+    except JobBusyError as error:
+        print(f"kernevo worker: job {args.job}: {error}; left to it", file=sys.stderr)
+        return EXIT_BUSY
     except (EvolverError, RepositoryError, DatabaseUnavailableError, SettingsError) as error:
         line = " ".join(str(error).split()) or type(error).__name__
         print(f"kernevo worker: job {args.job}: {line}", file=sys.stderr)

@@ -323,3 +323,91 @@ def test_settle_backend_only_once(engine: Engine) -> None:
         "m",
         {"path": "trsm_small", "llm": {}},
     )
+
+
+# --- who beats for a job, and how often (the tester's evolve --resume requeued by a 15 s grace) --
+
+
+def test_the_reaper_waits_for_three_of_the_jobs_own_heartbeats(engine: Engine) -> None:
+    """A queued job run by ``kernevo evolve --resume`` (no worker holds it) beats every 30 s;
+    a worker reaping with a 15 s grace left it at 20 s old (the tester's case), and still
+    leaves it at 80 s; at 91 s its process counts as gone."""
+    from db.heartbeat import note_heartbeat_interval
+
+    job_id = _enqueue(engine)
+    with session_scope(engine) as s:  # what the runner does when it runs a job by itself
+        repo.update_job_progress(s, job_id, state="running")
+        assert note_heartbeat_interval(s, job_id, 30.0) is True
+    for age in (20, 80):
+        _age_heartbeat(engine, job_id, age)
+        with session_scope(engine) as s:
+            assert queue.reap_stale(s, grace_s=15, max_attempts=3) == []
+        assert _job(engine, job_id).state == "running"
+    _age_heartbeat(engine, job_id, 95)
+    with session_scope(engine) as s:
+        [reaped] = queue.reap_stale(s, grace_s=15, max_attempts=3)
+    assert (reaped.job_id, reaped.action) == (job_id, "requeued")
+
+
+def test_a_claim_records_the_workers_interval_and_a_worker_held_job_keeps_it(
+    engine: Engine,
+) -> None:
+    from db.heartbeat import note_heartbeat_interval
+
+    slow, fast = _enqueue(engine), _enqueue(engine)
+    with session_scope(engine) as s:
+        queue.claim_job(s, worker="slow", accepts=GPU_ACCEPTS, gpu_key=H200, gpu_index=0,
+                        heartbeat_s=60.0)  # fmt: skip
+    with session_scope(engine) as s:
+        queue.claim_job(s, worker="fast", accepts=GPU_ACCEPTS, gpu_key=H200, gpu_index=1,
+                        heartbeat_s=1.0)  # fmt: skip
+        # The job process under a worker does not overwrite the worker's interval.
+        assert note_heartbeat_interval(s, fast, 30.0) is False
+    assert (_job(engine, slow).heartbeat_interval_s, _job(engine, fast).heartbeat_interval_s) == (
+        60.0,
+        1.0,
+    )
+    # Another worker with a 3 s grace: the 1 s beats are missed at 10 s, the 60 s ones are not.
+    _age_heartbeat(engine, slow, 10)
+    _age_heartbeat(engine, fast, 10)
+    with session_scope(engine) as s:
+        reaped = queue.reap_stale(s, grace_s=3, max_attempts=3)
+    assert [r.job_id for r in reaped] == [fast]
+    assert _job(engine, slow).state == "running"
+
+
+def test_a_claim_on_a_job_another_process_runs_is_released_untouched(engine: Engine) -> None:
+    job_id = _enqueue(engine)
+    assert _claim(engine, "w") == job_id
+    with session_scope(engine) as s:
+        repo.update_job_progress(s, job_id, iteration=7)  # the other process's progress
+    with session_scope(engine) as s:
+        assert queue.release_claim(s, job_id, "other", holder_interval_s=30.0) is False
+        assert queue.release_claim(s, job_id, "w", holder_interval_s=30.0) is True
+    job = _job(engine, job_id)
+    assert (job.state, job.claimed_by, job.attempts, job.iteration) == ("running", None, 0, 7)
+    assert job.heartbeat_interval_s == 30.0
+    # The process running it beats on; if it dies, the reaper requeues it as any other.
+    _age_heartbeat(engine, job_id, 60)
+    with session_scope(engine) as s:
+        assert queue.reap_stale(s, grace_s=9, max_attempts=3) == []
+    _age_heartbeat(engine, job_id, 100)
+    with session_scope(engine) as s:
+        [reaped] = queue.reap_stale(s, grace_s=9, max_attempts=3)
+    assert (reaped.action, reaped.claimed_by) == ("requeued", None)
+    with session_scope(engine) as s, pytest.raises(NotFoundError):
+        queue.release_claim(s, 999, "w", holder_interval_s=30.0)
+
+
+def test_a_slow_beating_job_is_not_shown_stale_before_three_of_its_beats() -> None:
+    from datetime import UTC, datetime
+
+    from db.heartbeat import STALE_AFTER_S, liveness
+
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    for interval, age, stale in ((None, 91, True), (10.0, 91, True), (60.0, 91, False),
+                                 (60.0, 181, True)):  # fmt: skip
+        job = Job(state="running", heartbeat_interval_s=interval)
+        job.heartbeat_at = now - timedelta(seconds=age)
+        assert liveness(job, now).stale is stale, (interval, age)
+    assert STALE_AFTER_S == 90.0

@@ -129,6 +129,7 @@ def test_every_iteration_is_recorded_with_lineage_backend_and_failure_kind(
         assert job_row.state == "complete"
         assert job_row.iteration == ITERATIONS
         assert job_row.heartbeat_at is not None
+        assert job_row.heartbeat_interval_s == 30.0  # its own process beat for it (no worker)
         assert job_row.last_failure_kind in ("compile_error", "diff_error")
         assert (job_row.backend, job_row.model) == ("openai-compatible", STUB_MODEL)
         assert job_row.config["llm"]["base_url"] == stub_llm.url

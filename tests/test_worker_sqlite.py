@@ -105,3 +105,62 @@ def test_cancel_and_sigterm_through_a_worker(tmp_path: Path) -> None:
     assert worker_lines[-1].endswith("| stopped by SIGTERM")
     assert any(f"job {cancelled} | cancelled: finishing the iteration in flight" in line
                for line in lines)  # fmt: skip
+
+
+def test_a_job_another_process_runs_is_left_to_it(tmp_path: Path) -> None:
+    """The tester's ``kernevo evolve --resume N`` held job N's lock while a worker claimed N:
+    the worker marked it failed (worker_error). Now its job process says the job is busy and
+    the worker gives its claim up, leaving the row to the process that runs it."""
+    from evolver.checkpoints import JobLock
+
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    from db.migrate import upgrade
+
+    upgrade(url)
+    engine = make_engine(url)
+    runs = tmp_path / "runs"
+    job_id = _enqueue(engine)
+    log = tmp_path / "worker.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_LLM_")}
+    with JobLock((runs / f"job-{job_id}").resolve(), job_id), log.open("wb") as handle:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "kernevo.cli", "worker", "--compile-only"]
+            + ["--database-url", url, "--work-dir", str(runs)]
+            + ["--heartbeat-s", "0.5", "--grace-s", "30", "--poll-s", "0.2"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while "claim given up" not in log.read_text():
+                assert worker.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(60) == 143
+        finally:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(30)
+    try:
+        with session_scope(engine) as s:
+            job = repo.get_job(s, job_id)
+            row = (job.state, job.claimed_by, job.attempts, job.last_failure_kind)
+            interval = job.heartbeat_interval_s
+    finally:
+        engine.dispose()
+    assert row == ("running", None, 0, None)  # not failed, not claimed, no attempt counted
+    assert interval == 30.0  # the holder's beats: no reaper takes them for a death
+    text = log.read_text()
+    assert f"kernevo worker: job {job_id}: job {job_id} is running in another process" in text
+    assert any(
+        line.endswith(
+            f"| job {job_id}: another process runs it (it holds the job's lock); claim given "
+            "up, the job left to that process"
+        )
+        for line in text.splitlines()
+    )
+    assert "worker_error" not in text
