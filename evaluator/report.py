@@ -31,13 +31,21 @@ class CheckFailure:
     """The first check a candidate failed."""
 
     check: str
-    shape: tuple[int, int] | None = None
+    shape: tuple[int, ...] | None = None
     value: float | None = None
     bound: float | None = None
     detail: str = ""
 
     def describe(self) -> str:
-        where = f" at m={self.shape[0]}, n={self.shape[1]}" if self.shape else ""
+        """One line: the check, where (trsm's ``at m=…, n=…``; another arity ``at shape
+        (…)``: an op's suite names its parameters in ``detail``), the value against its bound,
+        the detail."""
+        if not self.shape:
+            where = ""
+        elif len(self.shape) == 2:
+            where = f" at m={self.shape[0]}, n={self.shape[1]}"
+        else:
+            where = f" at shape {tuple(self.shape)}"
         numbers = ""
         if self.value is not None and self.bound is not None:
             sign = "<" if self.check in LOWER_BOUND_CHECKS else ">"
@@ -276,12 +284,15 @@ class EvaluationReport:
                 f"static shared {c.static_shared_bytes} B, compile {c.seconds * 1e3:.0f} ms"
             )
         if self.timings:
+            by_shape = any(t.shape for t in self.timings)  # an op other than trsm
             rows = [
-                "m  n  candidate_us  cublas_us  speedup [95% interval]  noise floor  verdict  "
+                ("shape  " if by_shape else "m  n  ")
+                + "candidate_us  cublas_us  speedup [95% interval]  noise floor  verdict  "
                 "(graph-replayed device time)"
             ]
             rows += [
-                f"{t.m} {t.n} {t.candidate_us:.2f}±{t.candidate_spread_us:.2f} "
+                f"{' '.join(str(v) for v in t.problem)} "
+                f"{t.candidate_us:.2f}±{t.candidate_spread_us:.2f} "
                 f"{t.baseline_us:.2f}±{t.baseline_spread_us:.2f} {t.speedup:.2f}x"
                 + (
                     f" [{t.speedup_low:.2f}, {t.speedup_high:.2f}] {t.noise_floor:.1%} "
@@ -294,7 +305,8 @@ class EvaluationReport:
             out["timings"] = "\n".join(rows)
         if self.rival_timings:
             out["rivals"] = "\n".join(
-                f"vs {r.name} at {r.m}x{r.n}: {r.rival_us:.2f} us, {r.speedup:.2f}x "
+                f"vs {r.name} at {'x'.join(str(v) for v in r.shape or (r.m, r.n))}: "
+                f"{r.rival_us:.2f} us, {r.speedup:.2f}x "
                 f"[{r.speedup_low:.2f}, {r.speedup_high:.2f}], noise floor {r.noise_floor:.1%}: "
                 + ("faster" if r.faster else "not faster")
                 for r in self.rival_timings

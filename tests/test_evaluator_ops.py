@@ -204,3 +204,15 @@ def test_trsms_suite_is_the_evaluator_as_it_was():
     assert suite.added_checks == NUMERIC_CHECKS
     assert Evaluator("trsm_small", "float64", gpu_index=None).suite.added_checks == NUMERIC_CHECKS
     assert accuracy.solution_check(TRSM_SMALL.reference_check) is accuracy.check_solution
+
+
+def test_another_ops_report_reads_in_its_shapes(double_path):
+    report = evaluator_of("double_path").stage2(
+        EvaluationReport("double_path", "float64"), b"cubin", b"rival"
+    )
+    rows = report.artifacts()["timings"].splitlines()
+    assert rows[0].startswith("shape  candidate_us") and rows[1].startswith("64 8 2.00±0.10 ")
+    assert report.artifacts()["rivals"].startswith("vs champion at 64x8: 3.00 us")
+    failure = CheckFailure("row_relative_error", (64, 6, 4, 2), 3.0, 1.0, "row 3 of batch (1, 0)")
+    assert failure.describe().startswith("row_relative_error at shape (64, 6, 4, 2): 3 > bound 1")
+    assert CheckFailure("scaled_residual", (33, 31)).describe() == "scaled_residual at m=33, n=31."
