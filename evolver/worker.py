@@ -22,14 +22,13 @@ second signal kills them at once (the jobs still go back to the queue). ``kill -
 worker takes its job processes with it (``evolver.worker_child``); their jobs go back to the
 queue when another worker's reaper finds their heartbeat older than the grace period.
 
-SQLite has no row locks: one worker process per SQLite file (a lock file beside it, held while
-the worker runs), running one job at a time; several workers, or several slots, need
-PostgreSQL (:func:`check_database`).
+SQLite has no row locks: one worker process per SQLite file (locks on the real file and its
+inode, held while the worker runs: ``evolver.sqlite_lock``), running one job at a time;
+several workers, or several slots, need PostgreSQL (:func:`check_database`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import signal
@@ -42,11 +41,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from db.heartbeat import MISSED_BEATS
 from evolver.errors import WorkerError
 from evolver.progress import HEARTBEAT_INTERVAL_S
+from evolver.sqlite_lock import hold_sqlite_file
 from evolver.worker_child import EXIT_BUSY
 
 if TYPE_CHECKING:
@@ -135,13 +135,15 @@ def worker_id() -> str:
 def check_database(url: str, slots: int) -> Iterator[None]:
     """Refuse what SQLite cannot do, for as long as the worker runs.
 
-    PostgreSQL: anything goes. SQLite: one worker process per database file, running one job
-    at a time (the lock ``<file>.worker.lock`` is held meanwhile; the kernel drops it when the
-    worker dies); an in-memory database cannot be shared with the job processes at all.
+    PostgreSQL: anything goes. SQLite: one worker process per database file, whatever name
+    reaches it (a symbolic or hard link included: ``evolver.sqlite_lock`` locks the real file
+    and its inode; the kernel drops the locks when the worker dies), running one job at a time;
+    an in-memory database cannot be shared with the job processes at all.
 
     Raises:
         WorkerError: one line: a second worker on the file, several slots, or an in-memory
             database.
+        OSError: the database's folder or file cannot be created or opened for writing.
     """
     from sqlalchemy.engine import make_url
 
@@ -164,26 +166,8 @@ def check_database(url: str, slots: int) -> Iterator[None]:
             f"database {shown} is SQLite, which has no row locks: {slots} jobs at once "
             f"(--gpus) need PostgreSQL ({POSTGRES_HINT}); on SQLite a worker runs one GPU"
         )
-    lock_path = Path(f"{Path(database).expanduser()}.worker.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fh: IO[str] = open(lock_path, "a+")  # noqa: SIM115 - held for the worker's lifetime
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
-            raise WorkerError(
-                f"another kernevo worker (pid {holder}) already serves the SQLite database "
-                f"{shown}: concurrent workers need PostgreSQL ({POSTGRES_HINT})"
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
+    with hold_sqlite_file(database, shown, POSTGRES_HINT):
         yield
-    finally:
-        fh.close()  # closing drops the lock
 
 
 def make_slots(options: WorkerOptions) -> list[Slot]:

@@ -375,3 +375,81 @@ def test_worker_on_a_device_that_does_not_answer(
     code, _, err = _run(capsys, "worker", "--gpus", "1023", "--database-url", url)
     assert code == 1
     assert _one_line(err).startswith("kernevo: no CUDA GPU found: ")
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink", "dotted", "symlinked_folder"])
+def test_one_worker_per_sqlite_file_whatever_its_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, link: str
+) -> None:
+    """The tester started a second worker on a symlink (and a hard link) to the first one's
+    database: each got a lock of its own. The lock is the real file's (and its inode's)."""
+    import os
+
+    from evolver.worker import check_database
+
+    real = tmp_path / "data" / "q.db"
+    real.parent.mkdir()
+    real.touch()
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    alias = {
+        "symlink": other / "alias.db",
+        "hardlink": other / "alias.db",
+        "dotted": tmp_path / "data" / "." / ".." / "data" / "q.db",
+        "symlinked_folder": other / "linked" / "q.db",
+    }[link]
+    if link == "symlink":
+        alias.symlink_to(real)
+    elif link == "hardlink":
+        os.link(real, alias)
+    elif link == "symlinked_folder":
+        alias.parent.symlink_to(real.parent)
+    with check_database(f"sqlite:///{real}", 1):
+        code, _, err = _run(capsys, "worker", "--compile-only", "--database-url",
+                            f"sqlite:///{alias}")  # fmt: skip
+    assert code == 1
+    line = _one_line(err)
+    assert line.startswith("kernevo: another kernevo worker (")
+    hint = "(set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db)"
+    assert line.endswith(f"concurrent workers need PostgreSQL {hint}")
+    if link == "hardlink":  # no name in common: the inode's lock refused it
+        assert f"through another name of the file {alias}" in line
+    else:
+        assert "(pid " in line
+    # Released with the first worker: the alias serves now.
+    with check_database(f"sqlite:///{alias}", 1):
+        pass
+
+
+def test_the_worker_lock_leaves_sqlite_its_own_locks(tmp_path: Path) -> None:
+    """A held worker lock on the database file does not block SQLite's writers and readers (its
+    byte is far from SQLite's lock bytes), in this process or another."""
+    import subprocess
+    import sys
+
+    from evolver.worker import check_database
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    with check_database(url, 1):
+        engine = make_engine(url)
+        try:
+            from db.migrate import upgrade
+
+            upgrade(url)
+            job_id = _enqueue(engine)
+            with session_scope(engine) as s:
+                assert repo.get_job(s, job_id).state == "waiting"
+        finally:
+            engine.dispose()
+        code = (
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], timeout=0);"
+            "c.execute('BEGIN IMMEDIATE'); c.execute('UPDATE job SET iteration = 3');"
+            "c.commit(); print(c.execute('SELECT iteration FROM job').fetchone()[0])"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "q.db")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "3"), done.stderr
