@@ -25,13 +25,42 @@ def _reason(error: BaseException) -> str:
     return first[:200]
 
 
-def open_store(url: str) -> Engine:
+# What a refusal of a missing SQLite file suggests: the two commands that create one.
+_CREATES_IT = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    """The refusal of ``url`` when it names a SQLite file (not a ``file:`` URI) that does not
+    exist, else ``None`` (a URL that does not parse is left to the caller)."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    if Path(database).expanduser().is_file():
+        return None
+    return f"database {display_url(url)}: no such file {database} ({_CREATES_IT})"
+
+
+def open_store(url: str, *, create: bool = True) -> Engine:
     """An engine on the lineage store at ``url``, migrated to the newest schema (Alembic),
-    so one command works on a fresh SQLite file.
+    so one command works on a fresh SQLite file. ``create=False`` (``kernevo token``,
+    ``kernevo cancel``: commands with nothing to do in a new database) refuses a SQLite file
+    that does not exist instead of creating it, as the read-only commands do
+    (:func:`open_existing_store`); an existing one is still migrated.
 
     Raises:
-        StoreError: one line: the URL does not parse, the server is unreachable, or a
-            migration fails.
+        StoreError: one line: the URL does not parse, the SQLite file is missing (with
+            ``create=False``), the server is unreachable, or a migration fails.
     """
     from alembic.util import CommandError
     from sqlalchemy import text
@@ -40,6 +69,8 @@ def open_store(url: str) -> Engine:
     from db.migrate import upgrade
     from db.session import make_engine
 
+    if not create and (missing := _missing_sqlite_file(url)) is not None:
+        raise StoreError(missing)
     try:
         upgrade(url)
         engine = make_engine(url)
@@ -61,7 +92,6 @@ def open_existing_store(url: str) -> Engine:
         StoreError: one line: the URL does not parse, the SQLite file does not exist, the server
             is unreachable, or the database is not at this kernevo's schema.
     """
-    from pathlib import Path
 
     from alembic.runtime.migration import MigrationContext
     from sqlalchemy.engine import make_url
@@ -75,13 +105,13 @@ def open_existing_store(url: str) -> Engine:
         parsed = make_url(url)
     except ArgumentError as error:
         raise StoreError(f"database {shown}: {_reason(error)}") from None
-    hint = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
+    hint = _CREATES_IT
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if not database or database == ":memory:":
             raise StoreError(f"database {shown}: an in-memory database holds no jobs")
-        if not database.startswith("file:") and not Path(database).expanduser().is_file():
-            raise StoreError(f"database {shown}: no such file {database} ({hint})")
+        if (missing := _missing_sqlite_file(url)) is not None:
+            raise StoreError(missing)
     try:
         engine = make_read_engine(url)
         with engine.connect() as connection:

@@ -814,7 +814,8 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     from db.settings import DatabaseSettings
     from evolver.store import open_store
 
-    engine = open_store(args.database_url or DatabaseSettings().database_url)
+    # Nothing to cancel in a database that does not exist: refused, never created.
+    engine = open_store(args.database_url or DatabaseSettings().database_url, create=False)
     try:
         with session_scope(engine) as s:
             outcome = queue.cancel_job(s, args.job)
@@ -1026,7 +1027,9 @@ def _cmd_token(args: argparse.Namespace) -> int:
             when = "-" if revoked is None else f"{revoked:%Y-%m-%d %H:%M:%S}"
             print(f"{token_id:>4}  {scope:<5}  {created:%Y-%m-%d %H:%M:%S}  {when:<19}  {name}")
         return 0
-    engine = open_store(url)  # creating or revoking needs the table: migrate first
+    # Creating or revoking needs the table: migrate an existing database first, but never
+    # create one (a token in a new file no service reads is a mistake: a mistyped path).
+    engine = open_store(url, create=False)
     try:
         with session_scope(engine) as s:
             if args.token_command == "create":

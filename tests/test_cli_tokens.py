@@ -78,13 +78,29 @@ def test_token_errors_are_one_line(
     assert usage.value.code == 2
 
 
-def test_token_list_never_creates_a_database(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["token", "list"],
+        ["token", "create", "--scope", "write"],  # the tester's: it made a new database
+        ["token", "revoke", "1"],
+        ["cancel", "1"],
+    ],
+)
+def test_no_token_command_creates_a_database(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    path = tmp_path / "none.db"
-    status, out, err = _run(capsys, "token", "list", "--database-url", f"sqlite:///{path}")
-    assert (status, out) == (1, "") and err.count("\n") == 1
-    assert not path.exists()
+    """A mistyped --database-url is refused the same way by every command that has nothing to
+    do in a new database, and the file (and its folder) is not created."""
+    path = tmp_path / "missing" / "k.db"
+    url = f"sqlite:///{path}"
+    status, out, err = _run(capsys, *argv, "--database-url", url)
+    assert (status, out) == (1, "")
+    assert err == (
+        f"kernevo: database {url}: no such file {path} ('kernevo evolve' or 'kernevo serve' "
+        "creates and migrates it)\n"
+    )
+    assert not path.parent.exists()
 
 
 def test_the_cli_sends_kernevo_api_token_to_the_service(
