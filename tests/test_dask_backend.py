@@ -8,8 +8,10 @@ SIGKILLed while it evaluates a candidate: the scheduler runs that task again on 
 and the job completes without a lost or duplicated program; the scheduler SIGKILLed mid-job:
 the job fails with one line naming it and the resume command, and resumes on another cluster
 to completion; tasks run only on workers of the job's GPU key (a job for key A never on a
-worker of key B; a task forced onto the wrong worker is refused by the plugin); the local path
-imports no Dask.
+worker of key B; a task forced onto the wrong worker is refused by the plugin); Dask's own
+worker command with kernevo's preload joins and evaluates; a passing candidate that beats the
+job's best runs memcheck, then the profile, on the worker's device (GPU functions stood in for);
+the local path imports no Dask.
 """
 
 from __future__ import annotations
@@ -370,3 +372,60 @@ def test_no_cluster_means_no_dask_import() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_new_best_runs_memcheck_and_the_profile_on_a_worker_of_its_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPU branch of ``RemoteEvaluations.evaluate`` on CPU: an in-process worker holds a
+    plugin with a device index (its GPU worker process never starts), and the GPU functions
+    the tasks call are replaced by stand-ins that say what they were given."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    import evaluator.dask_plugin as plugin_module
+    from evaluator.dask_client import RemoteEvaluations
+    from evaluator.new_best import JobBest, MemcheckOutcome
+    from evaluator.report import CheckFailure, EvaluationReport
+
+    scores = iter([1.5, 1.2, 2.0])  # a new best, not one, a new best whose memcheck finds a write
+    findings = iter([None, CheckFailure("sanitizer_memcheck", (33, 31), detail="write past B")])
+    ran: list[str] = []
+
+    def fake_candidate(evaluator: Any, source: str, parent: Any) -> tuple[Any, bytes]:
+        report = EvaluationReport(evaluator.spec.path_id, evaluator.dtype, stage="time")
+        report.combined_score = next(scores)
+        return report, b"cubin of " + source.removeprefix("// ").encode()
+
+    def fake_memcheck(cubin: bytes, spec: Any, dtype: str, gpu_index: int) -> MemcheckOutcome:
+        ran.append(f"memcheck {cubin!r} on GPU {gpu_index}")
+        failure = next(findings)
+        return MemcheckOutcome(failure, ran=True, shapes=() if failure else ((33, 31),))
+
+    def fake_profile(evaluator: Any, cubin: bytes, report: Any) -> None:
+        ran.append(f"profile on GPU {evaluator.gpu_index}")
+        report.profile = {"sm__throughput": 42.0}
+
+    monkeypatch.setattr(plugin_module, "evaluate_candidate", fake_candidate)
+    monkeypatch.setattr(plugin_module, "memcheck", fake_memcheck)
+    monkeypatch.setattr(plugin_module, "attach_profile", fake_profile)
+    plugin = GpuEvaluationPlugin(3, "sim-gpu")
+    workers = {"gpu3": {"cls": Worker, "options": nanny_options(plugin, "gpu3")}}
+    scheduler = {"cls": Scheduler, "options": {"dashboard": False, "dashboard_address": ":0"}}
+    with SpecCluster(workers=workers, scheduler=scheduler) as spec, Client(spec):
+        context = JobContext("trsm_small", None, "float32", "sm_90", "sim-gpu")
+        remote = RemoteEvaluations(spec.scheduler_address, context, wait_s=60)
+        best = JobBest(None)
+        try:
+            first = remote.evaluate("// seed", None, best)
+            second = remote.evaluate("// lower", None, best)
+            third = remote.evaluate("// faster", None, best)
+        finally:
+            remote.close()
+    assert first.passed and first.profile == {"sm__throughput": 42.0}
+    assert any(n.startswith("memcheck before becoming the job's best: clean") for n in first.notes)
+    assert second.passed and second.profile == {} and "memcheck" not in second.phase_seconds
+    assert third.status == "wrong" and third.failure is not None
+    assert third.failure.check == "sanitizer_memcheck" and third.combined_score == 0.0
+    assert best.score() == 1.5
+    assert ran == ["memcheck b'cubin of seed' on GPU 3", "profile on GPU 3",
+                   "memcheck b'cubin of faster' on GPU 3"]  # fmt: skip
