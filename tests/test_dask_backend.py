@@ -429,3 +429,59 @@ def test_a_new_best_runs_memcheck_and_the_profile_on_a_worker_of_its_key(
     assert best.score() == 1.5
     assert ran == ["memcheck b'cubin of seed' on GPU 3", "profile on GPU 3",
                    "memcheck b'cubin of faster' on GPU 3"]  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie awaiting its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _gpu_child_pid(dask_worker: Any) -> int | None:
+    """The pid of the worker plugin's GPU worker process (run through ``Client.run``)."""
+    gpu = dask_worker.plugins["kernevo-gpu"]._gpu_worker
+    return gpu._proc.pid if gpu is not None and gpu._proc is not None else None
+
+
+@pytest.mark.gpu
+def test_the_seed_on_a_gpu_worker_and_its_gpu_process_dies_with_it() -> None:
+    """On the GPU: a local cluster of one GPU worker (``--gpus 0``'s) evaluates the seed in
+    full (quick check, verification, timing, memcheck and profile as the job's first best);
+    SIGKILLing the Dask worker process takes its GPU worker process with it, and the nanny's
+    new worker evaluates again."""
+    from distributed import Client
+
+    from evaluator.dask_client import RemoteEvaluations
+    from evaluator.new_best import JobBest
+    from evolver.cluster import start_local_cluster
+
+    source = get_path("trsm_small").seed_source()
+    cluster = start_local_cluster((0,), compile_only=False)
+    try:
+        with Client(cluster) as client:
+            (key,) = keys_of(client.scheduler_info(n_workers=-1)["workers"])
+            context = JobContext("trsm_small", None, "float64", "sm_90", key)
+            remote = RemoteEvaluations(cluster.scheduler_address, context, wait_s=600)
+            try:
+                report = remote.evaluate(source, None, JobBest(None))
+                assert report.status == "ok", report.failure
+                assert report.gpu is not None and report.gpu.key == key
+                assert report.combined_score > 0 and report.timings
+                (address,) = client.scheduler_info(n_workers=-1)["workers"]
+                child = client.run(_gpu_child_pid, workers=[address])[address]
+                worker_pid = client.run(os.getpid, workers=[address])[address]
+                assert child is not None
+                os.kill(worker_pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while _alive(child) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert not _alive(child), "the GPU worker process outlived the Dask worker"
+                client.wait_for_workers(1, timeout=120)
+                again = remote.evaluate(source, None, JobBest(None))
+                assert again.status == "ok", again.failure
+            finally:
+                remote.close()
+    finally:
+        cluster.close()
