@@ -37,12 +37,14 @@ from kernevo.environment import (
     http_url_problem,
     read_settings,
     shorten,
+    without_credentials,
 )
 from kernevo.stopping import note_stop, stop_handled
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+DEFAULT_WATCH_INTERVAL_S = 2.0  # kernevo jobs --watch's refresh
 
 if multiprocessing.current_process().name != "MainProcess":
     # A process-pool worker of ``kernevo evolve``: a spawned worker imports the main module (this
@@ -510,18 +512,19 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
     any failure becomes a one-line ``CliError``."""
     import httpx
 
+    shown = without_credentials(url)  # a user:password@ in KERNEVO_API_URL stays out of lines
     try:
         response = httpx.get(url, params=params, headers=_auth_headers(), timeout=10.0)
     except httpx.HTTPError as error:
         raise CliError(
-            f"service at {url} is unreachable ({type(error).__name__}: {error})"
+            f"service at {shown} is unreachable ({type(error).__name__}: {error})"
         ) from None
     if response.status_code >= 400:
-        raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
+        raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
     try:
         return response.json()
     except ValueError:
-        raise CliError(f"service at {url} answered with something that is not JSON") from None
+        raise CliError(f"service at {shown} answered with something that is not JSON") from None
 
 
 def _cmd_best(args: argparse.Namespace) -> int:
@@ -550,7 +553,8 @@ def _cmd_best(args: argparse.Namespace) -> int:
         # A service's answer is data from elsewhere: a field missing or of the wrong type is
         # one line, like any other error of this command.
         detail = f"{type(error).__name__}: {error}"[:200]  # made printable where it is shown
-        raise CliError(f"malformed answer from {base}/v1/kernels/best: {detail}") from None
+        shown = without_credentials(f"{base}/v1/kernels/best")
+        raise CliError(f"malformed answer from {shown}: {detail}") from None
     print("\n".join(lines))
     return 0
 
@@ -736,12 +740,26 @@ def _job_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return _job_rows_from_db(url, args.state, args.limit)
 
 
+def _one_source(args: argparse.Namespace) -> None:
+    """Refuse ``--api-url`` with ``--database-url`` (a usage error): the command asks one or
+    the other, and silently ignoring one hides which was asked."""
+    if args.api_url and args.database_url:
+        args.parser.error(
+            "--api-url and --database-url name two places to ask; give one (the service, or "
+            "the database directly)"
+        )
+
+
 def _cmd_jobs(args: argparse.Namespace) -> int:
+    _one_source(args)
+    if args.interval is not None and not args.watch:
+        args.parser.error("--interval is --watch's refresh; add --watch or leave it out")
     rows = _job_rows(args)
     if rows and args.watch:
         from evolver.watch import watch_jobs
 
-        watch_jobs(lambda: _job_rows(args), interval_s=args.interval)
+        interval = DEFAULT_WATCH_INTERVAL_S if args.interval is None else args.interval
+        watch_jobs(lambda: _job_rows(args), interval_s=interval)
         return 0
     if not rows:
         print("no jobs")
@@ -807,6 +825,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 def _cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a job: through the service with ``--api-url`` (``PATCH /v1/jobs/{id}``, the
     bearer token from ``KERNEVO_API_TOKEN``), else in the database (``db.queue.cancel_job``)."""
+    _one_source(args)
     if args.api_url:
         return _cancel_through_service(args.api_url.rstrip("/"), args.job)
     from db import queue
@@ -842,6 +861,7 @@ def _cancel_through_service(base: str, job_id: int) -> int:
     if token is None:
         raise CliError("cancel through the service needs KERNEVO_API_TOKEN (the bearer token)")
     url = f"{base}/v1/jobs/{job_id}"
+    shown = without_credentials(url)
     try:
         response = httpx.patch(
             url,
@@ -851,12 +871,12 @@ def _cancel_through_service(base: str, job_id: int) -> int:
         )
     except httpx.HTTPError as error:
         raise CliError(
-            f"service at {url} is unreachable ({type(error).__name__}: {error})"
+            f"service at {shown} is unreachable ({type(error).__name__}: {error})"
         ) from None
     if response.status_code in (404, 409):  # the database route's own line: job N is …
         raise CliError(_error_detail(response))
     if response.status_code >= 400:
-        raise CliError(f"{response.status_code} from {url}: {_error_detail(response)}")
+        raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
     try:
         outcome = response.json().get("outcome")
     except (ValueError, AttributeError):
@@ -1196,6 +1216,7 @@ def _parser() -> argparse.ArgumentParser:
     best.set_defaults(func=_cmd_best)
 
     jobs = commands.add_parser("jobs", help="jobs and their progress")
+    jobs.set_defaults(parser=jobs)  # contradictory options: jobs' usage errors
     jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
     jobs.add_argument("--limit", type=_count, default=20)
     jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
@@ -1206,7 +1227,10 @@ def _parser() -> argparse.ArgumentParser:
         help="redraw with a progress bar per job until none is waiting or running (Ctrl-C ends)",
     )
     jobs.add_argument(
-        "--interval", type=_seconds(0.1, 3600), default=2.0, help="--watch's refresh, seconds"
+        "--interval",
+        type=_seconds(0.1, 3600),
+        help=f"--watch's refresh, seconds, 0.1..3600 (default {DEFAULT_WATCH_INTERVAL_S:g}); "
+        "only with --watch",
     )
     jobs.set_defaults(func=_cmd_jobs)
 
@@ -1287,6 +1311,7 @@ def _add_queue_commands(commands: Any) -> None:
     )
 
     cancel = commands.add_parser("cancel", help="cancel a job (queued or running)")
+    cancel.set_defaults(parser=cancel)
     cancel.add_argument("job", type=_job_id, metavar="JOB", help="job id")
     cancel.add_argument("--api-url", type=_url, help="cancel through the service (token needed)")
     cancel.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")

@@ -71,7 +71,7 @@ CATALOGUE: tuple[Variable, ...] = (
         "a configured API token with the write scope, beside those `kernevo token create` "
         "makes; clients (`kernevo jobs --api-url`, `kernevo cancel --api-url`) send it",
         "unset: only the database's tokens",
-        "a token string",
+        "a token string of at least 32 characters",
         secret=True,
     ),
     _v(
@@ -300,11 +300,12 @@ def shorten(text: str, limit: int = _ECHO_LIMIT) -> str:
 
 
 def echo(name: str, value: str) -> str:
-    """``NAME='value'`` for a message: the value cut short, and never shown for a secret."""
+    """``NAME='value'`` for a message: the value cut short, never shown for a secret, and the
+    credentials of a URL's user part hidden (:func:`without_credentials`)."""
     entry = variable(name)
     if entry is not None and entry.secret:
         return f"{name} (value hidden)"
-    return f"{name}={shorten(value)!r}"
+    return f"{name}={shorten(without_credentials(value))!r}"
 
 
 # URLs and paths past Linux's PATH_MAX are a mistake, not a value.
@@ -328,6 +329,24 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def without_credentials(url: str) -> str:
+    """``url`` for a message: a password in its user part shown as ``***``, and a user part
+    without a password (often a token: ``https://TOKEN@host``) as ``***`` altogether, as
+    database URLs are shown. Text that is not a URL with a user part is returned as it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not even split (a broken IPv6 host): hide whatever precedes an @
+        return re.sub(r"//[^/?#]*@", "//***@", url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    shown = f"{user}:***" if colon else "***"
+    return urlunsplit(parts._replace(netloc=f"{shown}@{hostport}"))
+
+
 def http_url_problem(url: str) -> str | None:
     """Why ``url`` is not an ``http://`` or ``https://`` URL with a valid host and port that an
     HTTP client can open, or ``None`` when it is (httpx raises ``InvalidURL``, not a transport
@@ -340,11 +359,11 @@ def http_url_problem(url: str) -> str | None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parses the port: ValueError when it is not a number 0..65535)
     except ValueError as error:
-        return f"not a URL: {shorten(url)!r} ({error})"
+        return f"not a URL: {shorten(without_credentials(url))!r} ({error})"
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return f"not an http:// or https:// URL: {shorten(url)!r}"
+        return f"not an http:// or https:// URL: {shorten(without_credentials(url))!r}"
     if any(char.isspace() for char in url):
-        return f"a URL without spaces, not {shorten(url)!r}"
+        return f"a URL without spaces, not {shorten(without_credentials(url))!r}"
     return host_problem(parts.hostname)
 
 

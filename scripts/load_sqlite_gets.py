@@ -39,7 +39,7 @@ import httpx
 # Seconds to wait for the service to answer /healthz and for the job to record a program.
 STARTUP_TIMEOUT_S = 120.0
 # The service's configured token (KERNEVO_API_TOKEN, scope write): every /v1 read needs a token.
-TOKEN = "load-test-token-0123456789"
+TOKEN = "load-test-token-0123456789-abcdefghij"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Per-request limit: well above SQLite's 30 s busy timeout, so a reader queueing for the write
 # lock shows up as a slow answer or a 5xx, not as a client-side timeout.

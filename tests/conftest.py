@@ -356,7 +356,7 @@ def seed_lineage(url: str) -> Seeded:
         engine.dispose()
 
 
-API_TOKEN = "test-token-0123456789"
+API_TOKEN = "test-token-0123456789-abcdefghijklmn"
 
 
 @pytest.fixture

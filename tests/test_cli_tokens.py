@@ -116,7 +116,7 @@ def test_the_cli_sends_kernevo_api_token_to_the_service(
 
     monkeypatch.setattr(httpx, "get", fake_get)
     assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
-    monkeypatch.setenv("KERNEVO_API_TOKEN", "kvt_client")
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "kvt_client-0123456789-abcdefghijklmn")
     assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
-    assert seen == [{}, {"Authorization": "Bearer kvt_client"}]
+    assert seen == [{}, {"Authorization": "Bearer kvt_client-0123456789-abcdefghijklmn"}]
     assert capsys.readouterr().out == "no jobs\nno jobs\n"

@@ -184,7 +184,7 @@ def test_no_environment_marker_reaches_reports_rows_responses_or_logs(
         findings += [f"{path.relative_to(tmp_path)}: {m}" for m in _leaks(text)]
     rows = _dump_tables(db_url)
     findings += [f"database: {m}" for m in _leaks(rows)]
-    token = "marker-test-token-0123456789"
+    token = "marker-test-token-0123456789-abcdefg"
     monkeypatch.setenv("KERNEVO_API_TOKEN", token)
     for url, body in _api_responses(db_url, token):
         findings += [f"GET {url}: {m}" for m in _leaks(body)]

@@ -19,7 +19,7 @@ from evolver.runner import start_job
 from evolver.settings import EvolverSettings
 
 ITERATIONS = 400
-TOKEN = "test-token"
+TOKEN = "test-token-0123456789-abcdefghijklmn"
 
 
 def _programs(url: str) -> int:

@@ -35,7 +35,7 @@ from evolver.checkpoints import latest_checkpoint
 
 pytestmark = pytest.mark.postgres
 
-TOKEN = "show-token-0123456789"
+TOKEN = "show-token-0123456789-abcdefghijklmn"
 DTYPES = ("float32", "float64", "complex64", "complex128")
 ITERATIONS = 6
 CHECKPOINT_INTERVAL = 2

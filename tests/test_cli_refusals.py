@@ -1,0 +1,138 @@
+"""What the CLI and the service refuse at start, one line each (a fresh user's findings, issue 9):
+a guessable configured write token, credentials of ``KERNEVO_API_URL`` echoed in errors, options
+that contradict each other or do nothing."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from kernevo.cli import main
+from kernevo.environment import without_credentials
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# --- a configured write token is long enough not to be guessed --------------------------------
+
+
+@pytest.mark.parametrize("token", ["Q", "Zq" * 15 + "Z", "kvt_sh0rtXY", "   Qw3"])
+def test_a_short_configured_token_is_refused_at_start(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    monkeypatch.setenv("KERNEVO_API_TOKEN", token)
+    code = main(["serve", "--port", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("kernevo: KERNEVO_API_TOKEN (value hidden): ")
+    assert f"at least 32 characters, not {len(token)}" in err
+    assert len(token.strip()) < 4 or token.strip() not in err
+
+
+def test_the_app_itself_refuses_a_short_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``uvicorn --factory api.app:create_app`` goes through the same settings."""
+    from api.app import create_app
+    from api.settings import MIN_TOKEN_LENGTH, ApiSettings
+
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "a")
+    with pytest.raises(ValidationError, match="at least 32 characters"):
+        create_app("sqlite:///:memory:")
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "t" * MIN_TOKEN_LENGTH)
+    assert ApiSettings().token() == "t" * 32
+
+
+# --- credentials in a service URL never reach an error line -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:s3cret@127.0.0.1:9", "http://alice:***@127.0.0.1:9"),
+        ("https://s3cret@host/v1", "https://***@host/v1"),
+        ("http://a:b:s3cret@h", "http://a:***@h"),
+        ("http://a@b:s3cret@h/x?y=1", "http://a@b:***@h/x?y=1"),
+        ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+        # Not even split (a broken IPv6 host): the whole user part hidden.
+        ("http://u:s3cret@[::1/x", "http://***@[::1/x"),
+        ("not a url @ all", "not a url @ all"),
+    ],
+)
+def test_without_credentials(url: str, shown: str) -> None:
+    assert without_credentials(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "shown"),
+    [
+        (
+            ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu", "nvidia-h200"],
+            {"KERNEVO_API_URL": "http://alice:s3cret@127.0.0.1:9"},
+            "service at http://alice:***@127.0.0.1:9/v1/kernels/best is unreachable",
+        ),
+        (
+            ["jobs", "--api-url", "http://s3cret@127.0.0.1:9"],
+            {},
+            "service at http://***@127.0.0.1:9/v1/jobs is unreachable",
+        ),
+        (
+            ["jobs"],
+            {"KERNEVO_API_URL": "http://alice:s3cret@127.0.0.1:x"},
+            "KERNEVO_API_URL='http://alice:***@127.0.0.1:x': not a URL:",
+        ),
+    ],
+)
+def test_service_url_credentials_are_masked_in_errors(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    environ: dict[str, str],
+    shown: str,
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.count("\n") == 1
+    assert shown in err and "s3cret" not in err
+
+
+def test_a_bad_api_url_option_hides_its_credentials(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _usage_error(capsys, ["jobs", "--api-url", "http://bob:s3cret@host:port"])
+    assert "bob:***@host:port" in line and "s3cret" not in line
+
+
+# --- options that contradict each other or do nothing -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["jobs", "--api-url", "http://127.0.0.1:9", "--database-url", "sqlite:///k.db"],
+            "kernevo jobs: error: --api-url and --database-url name two places to ask; give one",
+        ),
+        (
+            ["cancel", "3", "--api-url", "http://127.0.0.1:9", "--database-url", "sqlite:///k.db"],
+            "kernevo cancel: error: --api-url and --database-url name two places to ask",
+        ),
+        (
+            ["jobs", "--interval", "5"],
+            "kernevo jobs: error: --interval is --watch's refresh; add --watch or leave it out",
+        ),
+        (
+            ["jobs", "--api-url", "http://127.0.0.1:9", "--interval", "5"],
+            "--interval is --watch's refresh",
+        ),
+    ],
+)
+def test_contradictory_or_idle_options_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    assert says in _usage_error(capsys, argv)
