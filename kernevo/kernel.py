@@ -20,13 +20,13 @@ from kernevo.paths import registry
 
 
 class KernelDriver(Protocol):
-    """What the loader needs from a path driver (``seeds.spec.PathDriver``).
-
-    ``solve(a, b, stream)`` solves in place in ``b`` on ``stream`` (``None``: CuPy's current
-    stream), validating the launch geometry and raising before it writes ``b``.
+    """What the loader needs from a path driver (``seeds.spec.PathDriver``): a ``solve`` on the
+    op's operands, called as the op's call adapter says (``seeds.ops.OpCall.run``; trsm's
+    ``solve(a, b, stream)`` solves in place in ``b`` on ``stream``, ``None``: CuPy's current
+    stream), validating the launch geometry and raising before it writes anything.
     """
 
-    def solve(self, a: Any, b: Any, stream: Any = None) -> Any: ...
+    def solve(self, *operands: Any, **options: Any) -> Any: ...
 
 
 DriverFactory = Callable[[str, bytes, str], KernelDriver]

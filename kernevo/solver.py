@@ -134,7 +134,7 @@ class OpSolver:
             driver = self._driver(champion)
             if shape not in self._proven:
                 snapshot = self._call.snapshot(*operands)
-            result = driver.solve(*operands, None)
+            result = self._call.run(driver, *operands)
         except Exception as error:
             if snapshot is not None:
                 self._call.restore(snapshot, *operands)

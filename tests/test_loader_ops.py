@@ -75,6 +75,9 @@ class DoubleCall:
     def kernel_ready(self, dtype: str, device: int, x: Any) -> bool:
         return x.dtype == dtype and x.flags.c_contiguous and x.device.id == device
 
+    def run(self, driver: Any, x: Any) -> Any:
+        return driver.solve(x)
+
     def fallback(self, x: Any) -> Any:
         self.fallback_calls.append(x.shape)
         x *= 2
@@ -352,15 +355,19 @@ def test_band_bidiag_takes_a_band_and_returns_d_and_e_by_bucket_or_lapack(other_
 
 
 class TriDriver:
-    """A solve_tri driver on the host: every batch index's system solved in place in b."""
+    """A solve_tri driver on the host, as seeds/solve_tri's takes its arrays: X to ``out``
+    (``b`` itself: in place), a new array without one."""
 
     def __init__(self) -> None:
         self.shapes: list[tuple[int, ...]] = []
 
-    def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
+    def solve(self, a: Any, b: Any, out: Any = None, stream: Any = None) -> Any:
         self.shapes.append(b.shape)
-        b[...] = np.linalg.solve(np.tril(a), b)
-        return b
+        x = np.linalg.solve(np.tril(a), b)
+        if out is None:
+            return x
+        out[...] = x
+        return out
 
 
 def test_solve_tri_takes_ggml_tensors_and_solves_every_batch_index(other_ops, tmp_path):

@@ -158,6 +158,11 @@ class BandBidiagCall:
         """The loaded dtype, Fortran order, the solver's device."""
         return band.dtype == dtype and band.flags.f_contiguous and device_index(band) == device
 
+    def run(self, driver: Any, band: Any) -> tuple[Any, Any]:
+        """The path driver's ``solve(band)``: (d, e), ``band`` not written."""
+        d, e = driver.solve(band)
+        return d, e
+
     def fallback(self, band: Any) -> tuple[Any, Any]:
         """LAPACK ``?gbbrd`` on the host (:func:`lapack_gbbrd`), d and e copied to ``band``'s
         device."""

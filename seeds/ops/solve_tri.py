@@ -117,6 +117,12 @@ class SolveTriCall:
             and device_index(b) == device
         )
 
+    def run(self, driver: Any, a: Any, b: Any) -> Any:
+        """The path driver's ``solve(a, b, out=b)``: X written over ``b`` (the driver writes X
+        to ``out``, which may be ``b`` itself); returns ``b``."""
+        driver.solve(a, b, out=b)
+        return b
+
     def fallback(self, a: Any, b: Any) -> Any:
         """cuBLAS's batched TRSM in place in ``b`` (:func:`cublas_solve_tri`)."""
         return cublas_solve_tri(a, b)

@@ -91,9 +91,8 @@ class ShapeRelation:
 
 class OpCall(Protocol):
     """How the loader calls one op (``kernevo.load(op, dtype)`` returns a callable taking the
-    op's operands). The champion kernel runs through its path driver's ``solve(*operands,
-    stream=None)``, which returns what the op's callable returns; everything else goes to
-    :meth:`fallback`.
+    op's operands). The champion kernel runs through its path driver (:meth:`run`, which knows
+    how the op's drivers take the operands); everything else goes to :meth:`fallback`.
 
     - ``shape(*operands)``: the operands' shape in the op's parameter order, after checking that
       they form a problem of the op (``TypeError``: not device arrays, wrong dtype;
@@ -101,6 +100,9 @@ class OpCall(Protocol):
     - ``kernel_ready(dtype, device, *operands)``: whether a champion kernel compiled for
       ``dtype`` on device ``device`` may take these arrays as they are (dtype, memory layout,
       device); when not, the call goes to the fallback;
+    - ``run(driver, *operands)``: the champion's path driver on the operands, returning what
+      the op's callable returns (trsm: ``driver.solve(a, b, None)``, X in ``b``; solve_tri:
+      ``driver.solve(a, b, out=b)``; band_bidiag: ``driver.solve(band)``);
     - ``fallback(*operands)``: the library path (the op's ``fallback_library``), returning what
       the op's callable returns;
     - ``snapshot(*operands)``: a copy of what a kernel overwrites (``None``: nothing), taken
@@ -111,6 +113,8 @@ class OpCall(Protocol):
     def shape(self, *operands: Any) -> Shape: ...
 
     def kernel_ready(self, dtype: str, device: int, *operands: Any) -> bool: ...
+
+    def run(self, driver: Any, *operands: Any) -> Any: ...
 
     def fallback(self, *operands: Any) -> Any: ...
 
