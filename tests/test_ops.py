@@ -64,7 +64,7 @@ def test_every_op_names_a_call_adapter_that_exists():
     for spec in ops.OPS.values():
         call = spec.call()
         assert all(callable(getattr(call, part)) for part in
-                   ("shape", "kernel_ready", "fallback", "snapshot", "restore"))  # fmt: skip
+                   ("shape", "kernel_ready", "run", "fallback", "snapshot", "restore"))  # fmt: skip
         assert spec.fallback_route != "kernel" and spec.fallback_library
         assert set(spec.dtypes) <= {"float32", "float64", "complex64", "complex128"}
 
