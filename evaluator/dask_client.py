@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -60,8 +61,12 @@ WAIT_VARIABLE = "KERNEVO_EVAL_WAIT_S"
 DEFAULT_WAIT_S = 800.0
 # How long connecting (and reconnecting) to the scheduler may take before it counts as gone.
 CONNECT_TIMEOUT_S = 30.0
-# Between two attempts to reach a scheduler that went away.
+# Between two attempts to reach a scheduler that went away; also how often a wait looks at
+# :data:`ABANDONED`.
 RECONNECT_POLL_S = 1.0
+# Set in the job's own process when its watchdog gave the scheduler up (``evolver.cluster``):
+# an evaluation waiting there (the seed's) stops waiting at once.
+ABANDONED = threading.Event()
 
 T = TypeVar("T")
 
@@ -160,7 +165,7 @@ class RemoteEvaluations:
                     resources=self.resources,
                     pure=False,
                 )
-                return future.result(timeout=max(deadline - time.monotonic(), 0.0))
+                return self._wait(future, deadline)
             except TimeoutError:
                 if future is None:  # the client could not connect in time
                     lost = lost or f"Dask scheduler {self.address} unreachable"
@@ -183,9 +188,28 @@ class RemoteEvaluations:
                 raise EvaluationAbandoned(
                     "worker_exception", f"{type(error).__name__}: {first}"[:2000]
                 ) from None
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or ABANDONED.is_set():
                 raise EvaluationAbandoned("scheduler_lost", lost.strip())
             time.sleep(RECONNECT_POLL_S)
+
+    @staticmethod
+    def _wait(future: Future, deadline: float) -> Any:
+        """``future``'s result by ``deadline``, looking at :data:`ABANDONED` every second.
+
+        Raises:
+            TimeoutError: the deadline passed.
+            CancelledError: :data:`ABANDONED` was set (the scheduler was given up), or the
+                client cancelled the future (its connection broke).
+        """
+        while True:
+            if ABANDONED.is_set():
+                raise CancelledError("the job gave the Dask scheduler up")
+            left = deadline - time.monotonic()
+            try:
+                return future.result(timeout=max(min(left, RECONNECT_POLL_S), 0.0))
+            except TimeoutError:
+                if left <= RECONNECT_POLL_S:
+                    raise
 
     def evaluate(self, source: str, parent: Parent | None, job_best: JobBest) -> EvaluationReport:
         """The full evaluation of ``source`` (timed against ``parent``) on a worker of the job's

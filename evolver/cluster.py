@@ -143,13 +143,21 @@ class EvaluationCluster:
     @contextmanager
     def watching(self, stop: Callable[[], None]) -> Iterator[None]:
         """Inside the block a thread checks the scheduler connection every 0.25 s; unreachable
-        for ``lost_after_s`` (the client reconnecting meanwhile), it sets :attr:`lost` and
-        calls ``stop`` (OpenEvolve's graceful shutdown) once."""
+        for ``lost_after_s`` (the client reconnecting meanwhile), it sets :attr:`lost`, ends
+        any evaluation waiting in this process (``evaluator.dask_client.ABANDONED``: the
+        seed's, evaluated before OpenEvolve's pool exists) and calls ``stop`` (OpenEvolve's
+        graceful shutdown) until the block ends: the pool may start only after the seed."""
+        from evaluator.dask_client import ABANDONED
+
         done = threading.Event()
+        ABANDONED.clear()
 
         def watch() -> None:
             down_since: float | None = None
             while not done.wait(_WATCH_POLL_S):
+                if self.lost is not None:
+                    stop()
+                    continue
                 if self.client.status == "running":
                     down_since = None
                     continue
@@ -160,8 +168,8 @@ class EvaluationCluster:
                         f"the Dask scheduler {self.address} stopped answering "
                         f"(unreachable for {self.options.lost_after_s:g} s)"
                     )
+                    ABANDONED.set()
                     stop()
-                    return
 
         thread = threading.Thread(target=watch, name="kernevo-scheduler-watch", daemon=True)
         thread.start()

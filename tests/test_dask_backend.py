@@ -313,6 +313,23 @@ def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
         assert report.status == "infra_error"
         assert report.failure is not None and report.failure.check == "evaluation_deadline"
         assert report.metrics()["combined_score"] == 0.0
+        # The job's watchdog gave the scheduler up: a wait in its process ends at once.
+        from evaluator import dask_client
+
+        waiting = RemoteEvaluations(
+            spec.scheduler_address,
+            JobContext("trsm_small", None, "float32", "sm_90", "sim-c"),
+            wait_s=120,
+        )
+        threading.Timer(1.0, dask_client.ABANDONED.set).start()
+        t0 = time.monotonic()
+        try:
+            report = waiting.evaluate(source, None, JobBest(None))
+        finally:
+            dask_client.ABANDONED.clear()
+            waiting.close()
+        assert time.monotonic() - t0 < 10
+        assert report.failure is not None and report.failure.check == "scheduler_lost"
         # Dask's own worker command with kernevo's preload (dask-jobqueue's way): it joins
         # under the key the preload found (compile-only here) and evaluates.
         preloaded = subprocess.Popen(
