@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, Request, status
+from fastapi import FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -33,6 +33,24 @@ def _cut(text: str, limit: int) -> str:
     """``text`` cut to about ``limit`` characters (its length said), then made encodable."""
     cut = text if len(text) <= limit else f"{text[: limit // 2]}…({len(text)} characters)"
     return encodable(cut)
+
+
+def refuse_control_characters(name: str, value: str | None) -> None:
+    """Refuse a query parameter holding a control character (a GPU name ``x\x1b[2J``): 422
+    ``{"detail": "<name>: must be printable text (no control characters), not '…'"}``, the
+    words ``POST /v1/jobs`` uses for its ``gpu``, rather than letting a normalization rewrite
+    it into another name (``x-2j``).
+
+    Raises:
+        HTTPException: 422, when ``value`` is not printable.
+    """
+    if value is None or value.isprintable():
+        return
+    shown = _cut(value.encode("unicode_escape").decode("ascii"), ECHO_LIMIT)
+    raise HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        detail=f"{name}: must be printable text (no control characters), not '{shown}'",
+    )
 
 
 def brief(error: dict[str, Any]) -> dict[str, Any]:

@@ -272,9 +272,25 @@ def _gpu_key_arg(text: str) -> str:
     from seeds.hardware import normalize_gpu_name
 
     try:
-        return normalize_gpu_name(_text("a GPU key")(text))
+        return normalize_gpu_name(_gpu_name("a GPU key")(text))
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _gpu_name(what: str) -> Callable[[str], str]:
+    """An argparse type for a GPU name or key (``--gpu`` of ``best`` and ``export``,
+    ``--gpu-key``): one line of printable text. A control character is refused, as ``POST
+    /v1/jobs`` refuses it, never rewritten (``x\x1b[2J`` would have become ``x-2j``)."""
+    from kernevo.text import control_character_problem
+
+    def parse(text: str) -> str:
+        value = _text(what)(text)
+        problem = control_character_problem(value)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return parse
 
 
 # --- serve -------------------------------------------------------------------------------------
@@ -1102,7 +1118,10 @@ def _add_token_commands(commands: Any) -> None:
 def _add_gpu_arguments(command: argparse.ArgumentParser) -> None:
     """``--gpu`` (a GPU name or key) and ``--device`` (the index asked when it is unset)."""
     command.add_argument(
-        "--gpu", type=_text("a GPU name"), help="GPU name or key (default: this machine's GPU)"
+        "--gpu",
+        type=_gpu_name("a GPU name"),
+        help="GPU name or key, e.g. nvidia-h200 or 'NVIDIA H200' (default: the GPU of --device "
+        "on this machine; on a machine without one, --gpu is needed)",
     )
     command.add_argument(
         "--device",

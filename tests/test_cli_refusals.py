@@ -4,6 +4,8 @@ that contradict each other or do nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -136,3 +138,47 @@ def test_contradictory_or_idle_options_are_usage_errors(
     capsys: pytest.CaptureFixture[str], argv: list[str], says: str
 ) -> None:
     assert says in _usage_error(capsys, argv)
+
+
+# --- a GPU name with a control character is refused, never rewritten --------------------------
+
+CONTROL_GPU_NAMES = ["x\x1b[2J", "nvidia\th200", "h200\x07", "h\x7f200", "nvidia-h200\u2028"]
+
+
+@pytest.mark.parametrize("name", CONTROL_GPU_NAMES)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu"],
+        ["export", "--dtype", "float64", "-o", "out", "--gpu"],
+        ["evolve", "--path", "trsm_small", "--dtype", "float64", "--gpus", "0", "--gpu-key"],
+        ["dask-worker", "--scheduler", "tcp://127.0.0.1:9", "--compile-only", "--gpu-key"],
+    ],
+)
+def test_a_gpu_name_with_a_control_character_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str], name: str
+) -> None:
+    """``kernevo best --gpu $'x\\e[2J'`` asked for the GPU ``x-2j``; POST /v1/jobs refused it."""
+    line = _usage_error(capsys, [*argv, name])
+    assert "must be printable text (no control characters), not '" in line
+    assert line.isprintable()
+
+
+@pytest.mark.parametrize("name", CONTROL_GPU_NAMES)
+@pytest.mark.parametrize("route", ["/v1/jobs", "/v1/champions"])
+def test_gpu_filters_of_the_api_refuse_control_characters(
+    api_client: Any, api_token: str, route: str, name: str
+) -> None:
+    response = api_client.get(
+        route, params={"gpu": name}, headers={"Authorization": f"Bearer {api_token}"}
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("gpu: must be printable text (no control characters), not '")
+    # The same input in a job body: refused with the same words.
+    body = {"path": "trsm_small", "dtype": "float64", "gpu": name}
+    created = api_client.post(
+        "/v1/jobs", json=body, headers={"Authorization": f"Bearer {api_token}"}
+    )
+    assert created.status_code == 422
+    assert "must be printable text (no control characters)" in created.json()["detail"][0]["msg"]

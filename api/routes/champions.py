@@ -23,6 +23,7 @@ from api.deps import KernelsScope, SessionDep
 from api.pagination import TOTAL_HEADER, total_header
 from api.responses import KERNELS_ERRORS
 from api.schemas_champions import ChampionSummary, PromotionOut
+from api.validation import refuse_control_characters
 from db.models import Champion, ChampionPromotion, Program
 from seeds.hardware import normalize_gpu_name
 from seeds.registry import OPS, PATHS, UnknownOpError, UnknownPathError, get_path
@@ -112,8 +113,10 @@ def champions(
     is also the ``X-Total-Count`` header. An empty list when none matches.
 
     Raises:
-        HTTPException: 422 for an invalid GPU name, or an unknown op, path or dtype.
+        HTTPException: 422 for an invalid GPU name (no letter or digit, or a control
+            character), or an unknown op, path or dtype.
     """
+    refuse_control_characters("gpu", gpu)  # never rewritten into another name
     try:
         gpu_key = normalize_gpu_name(gpu) if gpu is not None else None
         paths = _paths(op, path)

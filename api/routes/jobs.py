@@ -18,6 +18,7 @@ from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
 from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
 from api.schemas_jobs import JobCancelOut
+from api.validation import refuse_control_characters
 from db.heartbeat import database_now
 from db.listing import list_jobs_page
 from db.queue import ANY_GPU, NO_GPU, cancel_job, enqueue_job
@@ -135,10 +136,11 @@ def jobs(
     """Jobs matching every filter, newest first, with their progress and whether a running one
     went stale; the total that match is the ``X-Total-Count`` header.
 
-    422 for a GPU name with no letter or digit.
+    422 for a GPU name with no letter or digit, or with a control character.
     """
     gpu_key = None
     if gpu is not None:
+        refuse_control_characters("gpu", gpu)  # never rewritten into another name
         try:
             gpu_key = normalize_gpu_name(gpu)
         except ValueError as exc:
