@@ -81,8 +81,15 @@ def test_empty_store_is_404(api_client: TestClient) -> None:
         ({"m": 65}, "no path serves trsm float64 at m=65, n=64"),
         ({"n": 0}, "no path serves trsm float64 at m=48, n=0"),
         ({"gpu": "  --  "}, "not a GPU name"),
+        # A named path that does not serve the shape says so (it read "path … serves …").
+        ({"m": 64, "n": 64, "path": "trsm_blocked"},
+         "path trsm_blocked does not serve trsm float64 at m=64, n=64"),
+        ({"m": 128, "n": 64, "path": "trsm_small"},
+         "path trsm_small does not serve trsm float64 at m=128, n=64"),
+        ({"m": 64, "n": 8, "path": "trsm_small_z64"},
+         "path trsm_small_z64 does not serve trsm float64 at m=64, n=8"),
     ],
-)
+)  # fmt: skip
 def test_unservable_requests_are_422_with_detail(
     api_client: TestClient, seeded: Seeded, params: dict[str, object], detail: str
 ) -> None:

@@ -269,7 +269,7 @@ def test_a_value_that_is_not_an_integer_is_refused_by_the_query_itself(
         ({**BAND_QUERY, "n": 4096, "bandwidth": 1024},
          "no path serves band_bidiag float64 at n=4096, bandwidth=1024"),
         ({**BAND_QUERY, "n": 4096, "bandwidth": 32, "path": "tri_fake"},
-         "path tri_fake serves band_bidiag float64 at n=4096, bandwidth=32"),
+         "path tri_fake does not serve band_bidiag float64 at n=4096, bandwidth=32"),
     ],
 )  # fmt: skip
 def test_what_no_path_of_the_op_serves_is_a_422_in_the_ops_words(

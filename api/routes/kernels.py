@@ -86,9 +86,9 @@ def best_kernel(
     if path is not None:
         routes = [served for served in routes if served.path_id == path]
     if not routes:
-        which = "no path" if path is None else f"path {path}"
         where = spec.assignments(values, ", ")
-        raise HTTPException(_UNPROCESSABLE, detail=f"{which} serves {op} {dtype} at {where}")
+        which = "no path serves" if path is None else f"path {path} does not serve"
+        raise HTTPException(_UNPROCESSABLE, detail=f"{which} {op} {dtype} at {where}")
     champions = {
         served: best_champion(
             s, path=served.path_id, dtype=dtype, gpu_key=gpu_key, shape_bucket=served.shape_bucket
