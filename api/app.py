@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.docs_pages import docs_router
 from api.errors import install_error_handlers
 from api.routes import (
     champions,
@@ -69,6 +70,8 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
         version=service_version(),
         summary="Verified CUDA kernels from LLM-driven evolution, and their lineage.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load their files from CDNs: api.docs_pages serves them
+        redoc_url=None,
     )
     app.state.engine = engine
     app.state.read_engine = read_engine
@@ -77,4 +80,6 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     for module in (health, version, kernels, manifest, champions, programs, jobs, lineage, tokens):
         app.include_router(module.router)
     app.include_router(web_router)  # the web page at /ui/ (api.web), outside the OpenAPI document
+    assert app.openapi_url is not None
+    app.include_router(docs_router(app.title, app.openapi_url))  # /docs, /redoc: no CDN
     return app

@@ -55,6 +55,7 @@ ROUTES: dict[tuple[str, str], Rule] = {
     ("GET", "/docs"): Rule("open", _get("/docs")),
     ("GET", "/docs/oauth2-redirect"): Rule("open", _get("/docs/oauth2-redirect")),
     ("GET", "/redoc"): Rule("open", _get("/redoc")),
+    ("GET", "/docs/assets/{name}"): Rule("open", _get("/docs/assets/swagger-ui.css")),
     ("GET", "/healthz"): Rule("open", _get("/healthz")),
     ("GET", "/v1/version"): Rule("open", _get("/v1/version")),
     ("GET", "/v1/kernels/best"): Rule("kernels", _get("/v1/kernels/best", **BEST)),
