@@ -125,7 +125,7 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
             if probe.status_code >= 400:
                 raise LLMEndpointError(
                     f"LLM endpoint {base} answered HTTP {probe.status_code} to a test request "
-                    f"for model {backend.model!r}: {_short(probe.text)}"
+                    f"for model {backend.model!r}: {_short(probe.text) or 'empty body'}"
                 )
     except httpx.HTTPError as error:
         reason = _short(str(error)) or type(error).__name__

@@ -8,20 +8,46 @@ evolve … | head -1``, a closed terminal) the lines stop and the job runs on
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sqlalchemy import Engine
 
 from evolver.lineage import COMPILED_STATUS, Recorded
 
+if TYPE_CHECKING:
+    from seeds.spec import PathSpec
+
 # Seconds between heartbeats while an iteration runs (an evaluation can take minutes). A running
 # job whose heartbeat is 3 intervals old shows as stale (db.heartbeat.STALE_AFTER_S).
 HEARTBEAT_INTERVAL_S = 30.0
+
+
+def speedup_text(speedup: float | None, at: str) -> str:
+    """How the progress and summary lines show a job's best speedup over the vendor library:
+    ``speedup 1.52x at m=64 n=64`` (``at``: the shape it was timed at, the bucket's largest
+    timed shape, as the ``speedup_64`` metric is; :func:`largest_timed_shape`), or ``speedup
+    n/a`` while no program was timed (compile-only jobs, nothing passed yet): a ``0.00x`` at
+    64×64 read as a measured slowdown at a shape the path may not even serve."""
+    if not speedup or speedup <= 0:
+        return "speedup n/a"
+    where = f" at {at}" if at else ""
+    return f"speedup {speedup:.2f}x{where}"
+
+
+def largest_timed_shape(spec: PathSpec) -> str:
+    """The shape of ``spec``'s (a path at one bucket) largest timed problem, in its op's
+    parameters (``m=129 n=8192`` for trsm_blocked's m128_2048): where the ``speedup_64`` metric
+    is measured (``EvaluationReport.speedup_at_largest``: the largest by product)."""
+    from seeds.ops import get_op
+
+    largest = max(spec.timed_shapes, key=math.prod)
+    return get_op(spec.op).assignments(list(largest))
 
 
 class ConsoleWriter:
@@ -92,8 +118,10 @@ class ProgressReporter:
         promote_every: int = 10,
         best_score: float | None = None,
         best_speedup: float | None = None,
+        speedup_at: str = "",
     ) -> None:
         self.engine = engine
+        self.speedup_at = speedup_at  # where the speedup is timed (largest_timed_shape)
         self.job_id = job_id
         self.total_iterations = total_iterations
         self._write = write
@@ -176,7 +204,8 @@ class ProgressReporter:
         return (
             f"job {self.job_id} | iter {rec.iteration}/{self.total_iterations} | "
             f"{outcome}: {result} | best {self.best_score:.3f} "
-            f"(speedup_64 {self.best_speedup:.2f}x) | last failure: {self.last_failure or '-'}"
+            f"({speedup_text(self.best_speedup, self.speedup_at)}) | last failure: "
+            f"{self.last_failure or '-'}"
         )
 
     def heartbeat(self, *, write_progress: bool) -> None:

@@ -54,7 +54,14 @@ from evolver.job_config import JobConfig, validate_job_config
 from evolver.lineage import LineageRecorder, RecordContext
 from evolver.llm import LLMBackend, check_endpoint, model_configs, resolve_backend
 from evolver.openevolve_config import build_config
-from evolver.progress import HEARTBEAT_INTERVAL_S, Best, Heartbeat, ProgressReporter
+from evolver.progress import (
+    HEARTBEAT_INTERVAL_S,
+    Best,
+    Heartbeat,
+    ProgressReporter,
+    largest_timed_shape,
+    speedup_text,
+)
 from evolver.prompts import system_message, write_templates
 from evolver.queued_llm import queued_llm_problem
 from evolver.settings import EvolverSettings
@@ -487,8 +494,9 @@ def _stopped(engine: Engine, job_id: int, job: JobConfig, signum: int, write: Wr
     except Exception:  # the store may be what is failing: the line matters more than its numbers
         pass
     message = _stopped_message(job_id, signum, iteration, job.iterations)
+    at = largest_timed_shape(get_path(job.path, job.bucket))
     write(
-        f"{message}: best score {best_score:.3f} (speedup_64 {best_speedup:.2f}x), "
+        f"{message}: best score {best_score:.3f} ({speedup_text(best_speedup, at)}), "
         f"{programs} programs recorded"
     )
     return JobOutcome(job_id, state, iteration, best_score, best_speedup, programs, message, signum)
@@ -583,6 +591,7 @@ def _run_locked(
         promote_every=job.promote_every,
         best_score=best_score,
         best_speedup=best_speedup,
+        speedup_at=largest_timed_shape(spec),
     )
     reporter.iteration = done
     recorder = LineageRecorder(
@@ -758,8 +767,9 @@ def _finish(
         )
     programs = _count_programs(engine, job_id)
     write(
-        f"{message}: best score {reporter.best_score:.3f} (speedup_64 "
-        f"{reporter.best_speedup:.2f}x), {programs} programs recorded"
+        f"{message}: best score {reporter.best_score:.3f} "
+        f"({speedup_text(reporter.best_speedup, reporter.speedup_at)}), {programs} programs "
+        "recorded"
     )
     return JobOutcome(
         job_id,

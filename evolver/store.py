@@ -8,14 +8,19 @@ from evolver.errors import StoreError
 
 
 def display_url(url: str) -> str:
-    """``url`` with any password hidden, for messages."""
+    """``url`` with any password hidden, for messages; a URL without a password is shown as it
+    was given (SQLAlchemy's rendering would percent-encode a SQLite URI's ``file:`` as
+    ``file%3A``, which is not what the user typed)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except ArgumentError:
         return url
+    if parsed.password is None:
+        return url
+    return parsed.render_as_string(hide_password=True)
 
 
 def _reason(error: BaseException) -> str:

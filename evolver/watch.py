@@ -66,7 +66,7 @@ def job_table(rows: Sequence[Row]) -> Table:
         ("state", "left"),
         ("progress", "left"),
         ("best", "right"),
-        ("spd64", "right"),
+        ("speedup", "right"),
         ("progs", "right"),
         ("worker (attempt)", "left"),
     ):
@@ -84,7 +84,7 @@ def job_table(rows: Sequence[Row]) -> Table:
             Text(state, style=_STYLE.get(state, "")),
             _progress(row),
             f"{best:.3f}" if isinstance(best, int | float) else "-",
-            f"{speedup:.2f}x" if isinstance(speedup, int | float) else "-",
+            f"{speedup:.2f}x" if isinstance(speedup, int | float) and speedup > 0 else "-",
             str(row.get("programs", 0)),
             f"{holder} ({attempts})" if attempts else holder,
         )

@@ -782,7 +782,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     header = (
         f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'beat':>5} "
-        f"{'iter':>9}  {'best':>6} {'spd64':>6}  {'progs':>5}  {'last failure':<14} "
+        f"{'iter':>9}  {'best':>6} {'speedup':>7}  {'progs':>5}  {'last failure':<14} "
         "backend/model"
     )
     print(header)
@@ -796,7 +796,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
             f"{str(row['iteration']) + '/' + str(total):>9}  "
             f"{(f'{best:.3f}' if best is not None else '-'):>6} "
-            f"{(f'{speedup:.2f}x' if speedup is not None else '-'):>6}  "
+            f"{(f'{speedup:.2f}x' if speedup else '-'):>7}  "  # 0: nothing timed yet
             f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
             f"{row.get('backend')}/{row.get('model') or '-'}"
         )
@@ -989,18 +989,46 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     from kernevo.keys import KeyFileError, generate_key_pair, load_signing_key
 
     settings = EvolverSettings()
+    folder = None
     try:
         if args.dir is None and settings.signing_key is not None:
             key = load_signing_key(settings.signing_key)
         else:
-            key = generate_key_pair(args.dir or settings.key_dir)
+            folder = args.dir or settings.key_dir
+            key = generate_key_pair(folder)
     except KeyFileError as error:
         raise CliError(str(error)) from None
+    except OSError as error:  # the folder cannot be created or written: one line, not errno's
+        from kernevo.text import printable
+
+        where = printable(str(error.filename or folder or settings.key_dir), 300)
+        raise CliError(
+            f"key folder {where} cannot be created or written: {error.strerror or error}"
+        ) from None
     public = base64.b64encode(key.public_raw).decode("ascii")
     print(f"signing key {key.path} (id {key.key_id})")
     print(f"public key: {public}")
     print(f"loaders elsewhere trust it with KERNEVO_TRUSTED_KEYS={public}")
+    if folder is not None:
+        _warn_untrusted_local_key(folder)
     return 0
+
+
+def _warn_untrusted_local_key(folder: Any) -> None:
+    """Say on stderr when a loader on this machine would not trust the local public key in
+    ``folder`` (``kernevo.keys.local_public_key``: the folder or the file writable by group or
+    others, or another user's), so that its champions would all route to cuBLAS."""
+    from kernevo.keys import local_public_key
+    from kernevo.text import printable
+
+    raw, reason = local_public_key(folder)
+    if raw is None:
+        print(
+            f"kernevo: warning: a loader with KERNEVO_KEY_DIR={printable(str(folder), 300)} "
+            f"will not trust this key ({printable(reason, 400)}): make the folder and key "
+            "writable only by you (chmod 700 / 644), or give loaders KERNEVO_TRUSTED_KEYS",
+            file=sys.stderr,
+        )
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
@@ -1009,13 +1037,21 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     from kernevo.cache import ChampionCache
     from kernevo.lockfile import lock_key, write_lock_file
     from kernevo.settings import LoaderSettings
+    from kernevo.text import printable
     from kernevo.trust import policy_from_settings
 
     # Pin what this machine's keys accept: an existing lock file (often the very file being
     # rewritten, perhaps missing yet) must neither decide what is new nor be read at all.
     settings = LoaderSettings().model_copy(update={"lock_file": None})
-    cache = ChampionCache(args.cache_dir or settings.cache_dir)
     policy = policy_from_settings(settings)
+    root = (args.cache_dir or settings.cache_dir).expanduser()
+    if not root.is_dir():  # say so, rather than "no trusted champion in" a folder that is not
+        what = "does not exist" if not root.exists() else "is not a folder"
+        raise CliError(
+            f"disk cache folder {printable(str(root), 300)} {what} (--cache-dir, else "
+            "KERNEVO_CACHE_DIR; a loader fills it on its first fetch)"
+        )
+    cache = ChampionCache(root)
     pinned = []
     for key in cache.stored_keys():
         name = f"{key.gpu}/{key.path}/{key.dtype}/{key.shape_bucket}"

@@ -195,7 +195,7 @@ def test_a_compile_only_success_is_scored_not_failed(recorder: Harness, tmp_path
     assert (child_eval.state, child_eval.error_kind) == ("failed", "compile_error")
     job = f"job {rec.ctx.job_id}"
     assert lines == [
-        f"{job} | iter 0/2 | seed: compiled | best 0.000 (speedup_64 0.00x) | last failure: -",
-        f"{job} | iter 1/2 | child: compile_error (compile) | best 0.000 (speedup_64 0.00x) "
+        f"{job} | iter 0/2 | seed: compiled | best 0.000 (speedup n/a) | last failure: -",
+        f"{job} | iter 1/2 | child: compile_error (compile) | best 0.000 (speedup n/a) "
         "| last failure: compile_error",
     ]
