@@ -21,8 +21,9 @@ class ApiSettings(BaseSettings):
     :data:`MIN_TOKEN_LENGTH` (32) characters: ``kernevo serve`` and every other command refuse
     it at start with one line (exit 2), ``api.app.create_app`` raises.
 
-    ``KERNEVO_API_KERNELS_REQUIRE_READ``: ``false`` (default) leaves ``GET /v1/kernels/best`` and
-    ``GET /v1/manifest`` open to anyone, as loaders ask them without a token; ``true`` makes them
+    ``KERNEVO_API_KERNELS_REQUIRE_READ``: ``false`` (default) leaves the champion routes
+    (``GET /v1/kernels/best``, ``GET /v1/manifest``, ``GET /v1/champions``: ``api.deps``'s
+    ``KernelsScope``) open to anyone, as loaders ask them without a token; ``true`` makes them
     need a ``read`` token like every other ``/v1`` read.
 
     Raises:

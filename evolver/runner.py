@@ -287,9 +287,14 @@ def resume_job(
     database_url: str,
     write: Write = print,
     cluster: ClusterOptions | None = None,
+    resume_hint: str | None = None,
 ) -> JobOutcome:
     """Continue an unfinished job from its newest checkpoint, on the Dask cluster of
     ``cluster`` when given (the job's GPU key's workers), else on the local GPU.
+
+    ``resume_hint`` ends the line of a job stopped by a signal: by default ``resume with
+    'kernevo evolve --resume N'``; a worker's job process passes :data:`RETURNED_TO_QUEUE`,
+    since its worker gives the job back to the queue (the user has nothing to do).
 
     ``job_id`` ``None`` picks the newest unfinished job of ``overrides["path"]`` and
     ``overrides["dtype"]`` (and ``overrides["bucket"]``, the shape bucket, when given).
@@ -312,6 +317,7 @@ def resume_job(
             database_url=database_url,
             write=write,
             cluster=cluster,
+            resume_hint=resume_hint,
         )
 
 
@@ -323,6 +329,7 @@ def _resume_job(
     database_url: str,
     write: Write,
     cluster: ClusterOptions | None,
+    resume_hint: str | None = None,
 ) -> JobOutcome:
     from db import repository
     from db.session import session_scope
@@ -386,6 +393,7 @@ def _resume_job(
             best_score=best_score,
             best_speedup=best_speedup,
             evaluation=evaluation,
+            resume_hint=resume_hint,
         )
 
 
@@ -426,6 +434,7 @@ def _run(
     best_score: float | None = None,
     best_speedup: float | None = None,
     evaluation: EvaluationCluster | None = None,
+    resume_hint: str | None = None,
 ) -> JobOutcome:
     spec = get_path(job.path, job.bucket)
     work = (settings.work_dir / f"job-{job_id}").resolve()
@@ -451,11 +460,12 @@ def _run(
                 best_score=best_score,
                 best_speedup=best_speedup,
                 evaluation=evaluation,
+                resume_hint=resume_hint,
             )
         except BaseException as error:
             if isinstance(error, JobStopped):  # SIGTERM in setup: an outcome, as in the run
                 _stop_caught()
-                return _stopped(engine, job_id, job, error.signum, write)
+                return _stopped(engine, job_id, job, error.signum, write, resume_hint)
             # Mark the job failed (resumable) unless it was cancelled meanwhile.
             interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit
             _mark_failed(engine, job_id, "interrupted" if interrupted else "error")
@@ -468,15 +478,27 @@ def _run(
             ) from error
 
 
-def _stopped_message(job_id: int, signum: int | None, iteration: int, total: int) -> str:
+# The end of a worker's job line when a signal stopped the job: its worker gives it back to the
+# queue (evolver.worker), so "resume with kernevo evolve --resume" would be a wrong errand.
+RETURNED_TO_QUEUE = "its worker returns it to the queue, where a worker resumes it"
+
+
+def _stopped_message(
+    job_id: int, signum: int | None, iteration: int, total: int, hint: str | None = None
+) -> str:
     by = f" by {signal.Signals(signum).name}" if signum is not None else ""
-    return (
-        f"job {job_id} stopped{by} at iteration {iteration} of {total}; "
-        f"resume with 'kernevo evolve --resume {job_id}'"
-    )
+    then = hint or f"resume with 'kernevo evolve --resume {job_id}'"
+    return f"job {job_id} stopped{by} at iteration {iteration} of {total}; {then}"
 
 
-def _stopped(engine: Engine, job_id: int, job: JobConfig, signum: int, write: Write) -> JobOutcome:
+def _stopped(
+    engine: Engine,
+    job_id: int,
+    job: JobConfig,
+    signum: int,
+    write: Write,
+    resume_hint: str | None = None,
+) -> JobOutcome:
     """A job stopped by ``signum`` outside OpenEvolve's run: marked ``failed`` (resumable, unless
     cancelled meanwhile), with the summary line ``_finish`` writes for a stopped run."""
     from db import repository
@@ -493,7 +515,7 @@ def _stopped(engine: Engine, job_id: int, job: JobConfig, signum: int, write: Wr
         programs = _count_programs(engine, job_id)
     except Exception:  # the store may be what is failing: the line matters more than its numbers
         pass
-    message = _stopped_message(job_id, signum, iteration, job.iterations)
+    message = _stopped_message(job_id, signum, iteration, job.iterations, resume_hint)
     at = largest_timed_shape(get_path(job.path, job.bucket))
     write(
         f"{message}: best score {best_score:.3f} ({speedup_text(best_speedup, at)}), "
@@ -530,6 +552,7 @@ def _run_locked(
     best_score: float | None,
     best_speedup: float | None,
     evaluation: EvaluationCluster | None,
+    resume_hint: str | None = None,
 ) -> JobOutcome:
     from openevolve.controller import EvolutionFailedError, OpenEvolve
 
@@ -694,7 +717,8 @@ def _run_locked(
         )
         with Heartbeat(reporter):  # verifying a champion takes minutes: the job is not stale
             reporter.promote_now()
-    return _finish(engine, job_id, job, reporter, failure, write, received[0] if received else None)
+    signum = received[0] if received else None
+    return _finish(engine, job_id, job, reporter, failure, write, signum, resume_hint)
 
 
 def _header(
@@ -731,8 +755,10 @@ def _finish(
     failure: str | None,
     write: Write,
     signum: int | None = None,
+    resume_hint: str | None = None,
 ) -> JobOutcome:
-    """Write the job's final state and progress, print the summary line.
+    """Write the job's final state and progress, print the summary line (a stopped job's ends
+    with ``resume_hint``, see :func:`resume_job`).
 
     ``complete`` when every iteration ran; ``cancelled`` when the API cancelled it (the row
     already says so and is final); ``failed`` when no iteration produced a program or the run
@@ -752,7 +778,7 @@ def _finish(
     else:
         interrupted = True
         state = "failed"
-        message = _stopped_message(job_id, signum, reporter.iteration, job.iterations)
+        message = _stopped_message(job_id, signum, reporter.iteration, job.iterations, resume_hint)
     with session_scope(engine) as s:
         if repository.get_job(s, job_id).state == "cancelled":
             state = "cancelled"

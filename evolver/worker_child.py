@@ -96,7 +96,7 @@ def run_claimed_job(job_id: int, *, gpu: int | None, database_url: str, work_dir
         JobStopped: SIGTERM before the job's lock was taken.
     """
     from evolver.progress import ConsoleWriter
-    from evolver.runner import resume_job
+    from evolver.runner import RETURNED_TO_QUEUE, resume_job
     from evolver.settings import EvolverSettings
     from kernevo.environment import read_settings
 
@@ -109,6 +109,7 @@ def run_claimed_job(job_id: int, *, gpu: int | None, database_url: str, work_dir
         settings=settings,
         database_url=database_url,
         write=ConsoleWriter(),
+        resume_hint=RETURNED_TO_QUEUE,
     )
     if outcome.signal is not None:
         return 130 if outcome.signal == signal.SIGINT else 128 + outcome.signal

@@ -189,7 +189,12 @@ def _evolve_job(args: argparse.Namespace) -> int:
 
     if args.resume is not None:
         if args.config is not None:
-            raise CliError("--config cannot be combined with --resume: a job keeps its config")
+            args.parser.error("--config cannot be combined with --resume: a job keeps its config")
+        if args.resume == "latest" and (args.path is None or args.dtype is None):
+            args.parser.error(
+                "--resume without a job id needs --path and --dtype (the newest unfinished job "
+                "of that path and dtype), or give the id: --resume JOB_ID"
+            )
         job_id = None if args.resume == "latest" else int(args.resume)
         outcome = resume_job(
             job_id,
@@ -201,7 +206,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
         )
     else:
         if args.config is None and (args.path is None or args.dtype is None):
-            raise CliError("evolve needs --path and --dtype (or --config FILE naming them)")
+            args.parser.error("evolve needs --path and --dtype (or --config FILE naming them)")
         try:
             job = load_job_config(
                 args.config, {**overrides, "llm": llm}, defaults={"gpu": settings.gpu}
@@ -724,6 +729,7 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                     "stale": live.stale,
                     "claimed_by": j.claimed_by,
                     "attempts": j.attempts,
+                    "queued_at": j.queued_at.isoformat() if j.queued_at else None,
                 }
                 for j in jobs
                 for live in (liveness(j, now),)
@@ -800,14 +806,33 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
             f"{row.get('backend')}/{row.get('model') or '-'}"
         )
-    if any(row.get("stale") for row in rows):
-        from db.heartbeat import STALE_AFTER_S
-
-        print(
-            f"stale: running, but no heartbeat for over {STALE_AFTER_S:.0f} s: its process is "
-            "gone; 'kernevo evolve --resume ID' continues it"
-        )
+    for line in _stale_hints(rows):
+        print(line)
     return 0
+
+
+def _stale_hints(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What to do about the stale jobs listed: resume a ``kernevo evolve`` job by hand; a job
+    queued through the API (``queued_at`` set) needs nothing, a worker's reaper returns it to
+    the queue and a worker resumes it."""
+    from db.heartbeat import STALE_AFTER_S
+
+    stale = [row for row in rows if row.get("stale")]
+    by_hand = [str(row["id"]) for row in stale if not row.get("queued_at")]
+    queued = [str(row["id"]) for row in stale if row.get("queued_at")]
+    head = f"stale: running, but no heartbeat for over {STALE_AFTER_S:.0f} s: its process is gone"
+    lines = []
+    if by_hand:
+        lines.append(
+            f"{head}; 'kernevo evolve --resume ID' continues it (job {', '.join(by_hand)})"
+        )
+    if queued:
+        lines.append(
+            f"{head if not by_hand else 'stale'} (queued job {', '.join(queued)}): a worker "
+            "returns it to the queue once its heartbeat is older than the worker's --grace-s, "
+            "and a worker resumes it; nothing to do while a worker runs"
+        )
+    return lines
 
 
 # --- the job queue: worker, cancel, export ---------------------------------------------------
@@ -1180,7 +1205,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_text("a shape bucket"),
         help="the path's shape bucket, e.g. m2049_16384 of trsm_blocked (default: its first)",
     )
-    evolve.add_argument("--config", type=_path_arg, help="job YAML file (keys of JobConfig)")
+    evolve.add_argument("--config", type=_job_file, help="job YAML file (keys of JobConfig)")
     evolve.add_argument(
         "--iterations",
         type=_job_int("iterations", "a number of iterations"),
@@ -1313,6 +1338,7 @@ def _add_queue_commands(commands: Any) -> None:
         DEFAULT_HEARTBEAT_S,
         DEFAULT_MAX_ATTEMPTS,
         DEFAULT_POLL_S,
+        MIN_BEATS_PER_GRACE,
     )
 
     worker = commands.add_parser("worker", help="claim queued jobs and run them (one per GPU)")
@@ -1329,14 +1355,21 @@ def _add_queue_commands(commands: Any) -> None:
     worker.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
     for name, default, high, meaning in (
         ("heartbeat-s", DEFAULT_HEARTBEAT_S, 3600, "seconds between heartbeats"),
-        ("grace-s", DEFAULT_GRACE_S, 86400, "a job with an older heartbeat is requeued"),
+        (
+            "grace-s",
+            DEFAULT_GRACE_S,
+            86400,
+            "seconds without a heartbeat after which a job is requeued; at least "
+            f"{MIN_BEATS_PER_GRACE} x --heartbeat-s, and a job is never requeued before "
+            f"{MIN_BEATS_PER_GRACE} of its own process's heartbeats went missing",
+        ),
         ("poll-s", DEFAULT_POLL_S, 3600, "seconds between looks at the queue"),
     ):
         worker.add_argument(
             f"--{name}",
             type=_seconds(0.1, high),
             default=default,
-            help=f"{meaning} (default {default:g})",
+            help=f"{meaning}; 0.1..{high} (default {default:g})",
         )
     worker.add_argument(
         "--max-attempts",
@@ -1389,6 +1422,21 @@ def _path_arg(text: str) -> Any:
     from pathlib import Path
 
     return Path(_text("a path", _LONG_MAX, file=True)(text)).expanduser()
+
+
+def _job_file(text: str) -> Any:
+    """An argparse type for ``--config``: a path naming a readable regular file. A name that
+    is wrong (missing, a folder, unreadable) is a usage error (exit 2), as any bad argument;
+    what the file says is the job's input, checked when it is read (exit 1)."""
+    path = _path_arg(text)
+    shown = shorten(str(path), 300)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such job file: {shown!r}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a file (a job YAML file is)")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"job file {shown!r} cannot be read (permission denied)")
+    return path
 
 
 _database_url = _text("a database URL", _LONG_MAX)

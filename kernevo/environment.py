@@ -77,8 +77,8 @@ CATALOGUE: tuple[Variable, ...] = (
     _v(
         "API_KERNELS_REQUIRE_READ",
         "api/settings.py",
-        "`true`: the best-kernel and manifest endpoints need a read token like every other "
-        "/v1 read",
+        "`true`: the best-kernel, manifest and champions endpoints need a read token like "
+        "every other /v1 read",
         "false: open",
         "true or false",
     ),

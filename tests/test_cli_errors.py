@@ -710,13 +710,18 @@ def test_a_job_file_that_does_not_decode_or_parse_is_one_line(
     assert len(err.splitlines()) == 1
 
 
-def test_a_job_file_that_is_a_folder_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("kind", ["folder", "missing"])
+def test_a_job_file_name_that_names_no_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
-    assert main(["evolve", "--config", str(tmp_path), "--work-dir", str(tmp_path / "r")]) == 1
-    assert capsys.readouterr().err == (
-        f"kernevo: {tmp_path}: cannot read job config: Is a directory\n"
-    )
+    """The argument itself is wrong (exit 2); what a job file says is input (exit 1)."""
+    job = tmp_path if kind == "folder" else tmp_path / "bad.yaml"
+    with pytest.raises(SystemExit) as exited:
+        main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "r")])
+    assert exited.value.code == 2
+    says = f"no such job file: '{job}'" if kind == "missing" else f"'{job}' is not a file"
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"kernevo evolve: error: argument --config: {says}")
 
 
 # --- python -m evaluator.bench -----------------------------------------------------------------

@@ -453,3 +453,58 @@ def test_the_worker_lock_leaves_sqlite_its_own_locks(tmp_path: Path) -> None:
             timeout=60,
         )
         assert (done.returncode, done.stdout.strip()) == (0, "3"), done.stderr
+
+
+def test_the_stale_hint_tells_queued_jobs_from_hand_run_ones(
+    capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
+) -> None:
+    """The hint said 'kernevo evolve --resume ID' for a worker's job too, which a worker
+    requeues and resumes by itself."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from db.heartbeat import database_now
+    from db.models import Job
+
+    queued = _enqueue(engine)
+    with session_scope(engine) as s:
+        queue.claim_job(s, worker="w", accepts=(queue.NO_GPU,), gpu_key="none", gpu_index=None)
+        by_hand = repo.create_job(
+            s,
+            path="trsm_small",
+            dtype="float64",
+            gpu="none",
+            shape_bucket="m64n64",
+            config={"iterations": 10},
+            backend="offline",
+            model=None,
+        ).id
+    with session_scope(engine) as s:
+        then = database_now(s) - timedelta(seconds=600)
+        s.execute(
+            update(Job)
+            .where(Job.id.in_([queued, by_hand]))
+            .values(state="running", heartbeat_at=then)
+        )
+    code, out, _ = _run(capsys, "jobs", "--database-url", fresh_database_url)
+    assert code == 0
+    hand_hint, queued_hint = [line for line in out.splitlines() if line.startswith("stale")]
+    assert hand_hint == (
+        "stale: running, but no heartbeat for over 90 s: its process is gone; 'kernevo evolve "
+        f"--resume ID' continues it (job {by_hand})"
+    )
+    assert queued_hint == (
+        f"stale (queued job {queued}): a worker returns it to the queue once its heartbeat is "
+        "older than the worker's --grace-s, and a worker resumes it; nothing to do while a "
+        "worker runs"
+    )
+    # Only the queued one stale: its line alone, with the head.
+    with session_scope(engine) as s:
+        repo.update_job_progress(s, by_hand, state="failed")
+    code, out, _ = _run(capsys, "jobs", "--database-url", fresh_database_url)
+    [line] = [line for line in out.splitlines() if line.startswith("stale")]
+    assert line.startswith(
+        f"stale: running, but no heartbeat for over 90 s: its process is gone (queued job "
+        f"{queued}): a worker returns it to the queue"
+    )

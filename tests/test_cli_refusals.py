@@ -182,3 +182,28 @@ def test_gpu_filters_of_the_api_refuse_control_characters(
     )
     assert created.status_code == 422
     assert "must be printable text (no control characters)" in created.json()["detail"][0]["msg"]
+
+
+# --- usage errors of kernevo evolve, exit 2 -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["evolve", "--resume"], "--resume without a job id needs --path and --dtype"),
+        (["evolve", "--resume", "--path", "trsm_small"], "--resume without a job id needs"),
+        (["evolve", "--resume", "--dtype", "float64"], "--resume without a job id needs"),
+        (["evolve"], "evolve needs --path and --dtype (or --config FILE naming them)"),
+        (["evolve", "--dtype", "float64"], "evolve needs --path and --dtype"),
+        (["evolve", "--config", "/nonexistent/bad.yaml"], "no such job file"),
+        (["evolve", "--config", "/"], "is not a file (a job YAML file is)"),
+        (
+            ["evolve", "--resume", "3", "--config", __file__],
+            "--config cannot be combined with --resume",
+        ),
+    ],
+)
+def test_evolve_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    assert says in _usage_error(capsys, argv)

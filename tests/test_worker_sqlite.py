@@ -103,6 +103,10 @@ def test_cancel_and_sigterm_through_a_worker(tmp_path: Path) -> None:
         for line in worker_lines
     )
     assert worker_lines[-1].endswith("| stopped by SIGTERM")
+    # The job's own line says where it went, not to resume it by hand (the worker did).
+    [stop_line] = [line for line in lines if f"job {stopped} stopped by SIGTERM" in line]
+    assert "its worker returns it to the queue, where a worker resumes it" in stop_line
+    assert "kernevo evolve --resume" not in stop_line
     assert any(f"job {cancelled} | cancelled: finishing the iteration in flight" in line
                for line in lines)  # fmt: skip
 
