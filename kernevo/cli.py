@@ -1177,18 +1177,20 @@ def _add_token_commands(commands: Any) -> None:
 
 
 def _add_gpu_arguments(command: argparse.ArgumentParser) -> None:
-    """``--gpu`` (a GPU name or key) and ``--device`` (the index asked when it is unset)."""
-    command.add_argument(
+    """``--gpu`` (a GPU name or key) or ``--device`` (the index asked when it is unset): one of
+    the two, as ``--device`` means nothing beside ``--gpu`` (a usage error, not ignored)."""
+    which = command.add_mutually_exclusive_group()
+    which.add_argument(
         "--gpu",
         type=_gpu_name("a GPU name"),
         help="GPU name or key, e.g. nvidia-h200 or 'NVIDIA H200' (default: the GPU of --device "
         "on this machine; on a machine without one, --gpu is needed)",
     )
-    command.add_argument(
+    which.add_argument(
         "--device",
         type=_job_int("gpu", "a device index"),
         default=0,
-        help="device asked when --gpu is unset",
+        help="this machine's device whose GPU to ask for, when --gpu is not given (default 0)",
     )
 
 

@@ -132,6 +132,26 @@ def test_a_bad_api_url_option_hides_its_credentials(capsys: pytest.CaptureFixtur
             ["jobs", "--api-url", "http://127.0.0.1:9", "--interval", "5"],
             "--interval is --watch's refresh",
         ),
+        (
+            [
+                "best",
+                "--dtype",
+                "float64",
+                "--m",
+                "8",
+                "--n",
+                "8",
+                "--gpu",
+                "h200",
+                "--device",
+                "1",
+            ],
+            "argument --device: not allowed with argument --gpu",
+        ),
+        (
+            ["export", "--dtype", "float64", "-o", "x", "--device", "1", "--gpu", "h200"],
+            "argument --gpu: not allowed with argument --device",
+        ),
     ],
 )
 def test_contradictory_or_idle_options_are_usage_errors(
