@@ -14,8 +14,11 @@ def normalize_gpu_name(name: str) -> str:
     An already-normalized key maps to itself.
 
     Raises:
-        ValueError: the name holds no letters or digits.
+        ValueError: the name holds no letters or digits, or a control character (refused, not
+            rewritten: ``"x\x1b[2J"`` would otherwise become the key ``"x-2j"``).
     """
+    if not name.isprintable():
+        raise ValueError(f"not a GPU name: {name!r} must be printable text (no control characters)")
     key = re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
     if not key:
         raise ValueError(f"not a GPU name: {name!r}")

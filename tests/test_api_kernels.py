@@ -81,6 +81,8 @@ def test_empty_store_is_404(api_client: TestClient) -> None:
         ({"m": 65}, "no path serves trsm float64 at m=65, n=64"),
         ({"n": 0}, "no path serves trsm float64 at m=48, n=0"),
         ({"gpu": "  --  "}, "not a GPU name"),
+        ({"gpu": "x\x1b[2J"}, "no control characters"),
+        ({"gpu": "NVIDIA\nH200"}, "no control characters"),
         # A named path that does not serve the shape says so (it read "path … serves …").
         ({"m": 64, "n": 64, "path": "trsm_blocked"},
          "path trsm_blocked does not serve trsm float64 at m=64, n=64"),
