@@ -287,7 +287,10 @@ def test_a_path_parameter_asks_for_that_paths_champion_only(
 @pytest.mark.parametrize(
     ("params", "detail"),
     [
-        ({"m": 48, "n": 48, "path": "fake_path"}, "path fake_path does not serve trsm float64 at m=48"),
+        (
+            {"m": 48, "n": 48, "path": "fake_path"},
+            "path fake_path does not serve trsm float64 at m=48",
+        ),
         ({"m": 8, "n": 8, "path": "trsm_nowhere"}, "unknown path 'trsm_nowhere'; known paths"),
         ({"m": 65, "n": 8}, "no path serves trsm float64 at m=65, n=8"),
         ({"m": 8, "n": 8, "op": "gemm"}, "unknown op 'gemm'"),
