@@ -178,6 +178,18 @@ def fresh_database_url(empty_database_url: str) -> str:
     return empty_database_url
 
 
+@pytest.fixture
+def engine(fresh_database_url: str) -> Iterator[Engine]:
+    """An engine on a fresh, migrated database of each backend, disposed after the test."""
+    from db.session import make_engine
+
+    engine = make_engine(fresh_database_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def migrated_engine(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

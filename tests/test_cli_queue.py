@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,15 +22,6 @@ if TYPE_CHECKING:
     from conftest import Seeded
 
 H200 = "nvidia-h200"
-
-
-@pytest.fixture
-def engine(fresh_database_url: str) -> Iterator[Engine]:
-    engine = make_engine(fresh_database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -6,28 +6,19 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import Engine, func, select
 
 from db import repository as repo
 from db.models import Champion, ChampionPromotion, Job, Program
-from db.session import make_engine, session_scope
+from db.session import session_scope
 
 H200 = "nvidia-h200"
 KEY = {"path": "trsm_small", "dtype": "float64", "gpu_key": H200, "shape_bucket": "m64n64"}
 SOURCE = "// EVOLVE-BLOCK-START\n#define NB 32  // tune: 16 32 64\n// EVOLVE-BLOCK-END\n"
 WRITERS = 8
-
-
-@pytest.fixture
-def engine(fresh_database_url: str) -> Iterator[Engine]:
-    engine = make_engine(fresh_database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def _new_job(engine: Engine, shape_bucket: str = "m64n64") -> int:

@@ -4,7 +4,7 @@ fresh database per test (SQLite and PostgreSQL), each writer in its own committe
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -15,20 +15,11 @@ from db import repository as repo
 from db.errors import InvalidTransitionError, InvalidValueError, NotFoundError
 from db.heartbeat import database_now
 from db.models import Job
-from db.session import make_engine, session_scope
+from db.session import session_scope
 
 H200 = "nvidia-h200"
 GPU_ACCEPTS = (H200, queue.ANY_GPU, queue.NO_GPU)
 CLAIMERS = 8
-
-
-@pytest.fixture
-def engine(fresh_database_url: str) -> Iterator[Engine]:
-    engine = make_engine(fresh_database_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def _enqueue(engine: Engine, gpu_key: str = queue.ANY_GPU, dtype: str = "float64") -> int:
