@@ -30,6 +30,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from evaluator.checks import band_bidiag as band_bidiag_checks
+from evaluator.checks import solve_tri as solve_tri_checks
 from evaluator.checks.integrity import check_finite
 from evaluator.checks.lapack_ratio import CHECK_NAME as LAPACK_RATIO
 from evaluator.checks.lapack_ratio import check_lapack_ratio, device_module
@@ -175,6 +177,11 @@ SolutionCheck = Callable[[Problem, np.ndarray], "CheckFailure | None"]
 SOLUTION_CHECKS: dict[str, SolutionCheck] = {
     "host_reference": check_solution,
     "lapack_ratio": check_solution_lapack,
+    # Other ops' checks take their op's problem and output; the op's suite calls them so
+    # (evaluator.op_suites.SUITES): solve_tri's (seeds.solve_tri.inputs.Problem, X's buffer),
+    # band_bidiag's (seeds.band_bidiag.inputs.BandProblem, (d, e)).
+    "solve_tri": solve_tri_checks.check_output,
+    "band_bidiag_singular_values": band_bidiag_checks.check_output,
 }
 # The names of the checks each reference check runs beyond those every report that is ok has
 # run (``evaluator.certificate.PIPELINE_CHECKS``, which hold ``scaled_residual`` and
@@ -183,6 +190,8 @@ SOLUTION_CHECKS: dict[str, SolutionCheck] = {
 ADDED_CHECK_NAMES: dict[str, tuple[str, ...]] = {
     "host_reference": (),
     "lapack_ratio": (LAPACK_RATIO,),
+    "solve_tri": (),
+    "band_bidiag_singular_values": (),
 }
 
 
@@ -190,7 +199,9 @@ def solution_check(name: str) -> SolutionCheck:
     """The check a path's spec names (``PathSpec.reference_check``): ``"host_reference"``,
     :func:`check_solution`, against a float64/complex128 reference computed on the host;
     ``"lapack_ratio"``, :func:`check_solution_lapack`, LAPACK's xTRT02 ratio on the GPU at every
-    size plus the host reference where affordable.
+    size plus the host reference where affordable; ``"solve_tri"`` and
+    ``"band_bidiag_singular_values"``, the checks of those ops' outputs
+    (``evaluator.checks.solve_tri``, ``evaluator.checks.band_bidiag``), called by their suites.
 
     Raises:
         ValueError: no check of that name, with the known names.

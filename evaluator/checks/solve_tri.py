@@ -25,7 +25,9 @@ every batch). The checks, by what they measure:
   n = 64, so a zeroed first row moves the NMSE by ~1e-14; that is what the bounded inputs'
   per-row check is for (``tests/test_solve_tri.py`` shows both).
 
-The first failure in that order is returned, batches in ggml's order (i3 outer, i2 inner).
+The first failure in that order is returned, batches in ggml's order (i3 outer, i2 inner). Its
+``shape`` is the problem's (n, k, b2, b3) and its detail starts with the parameters by name
+(``n=64, k=6, b2=4, b3=2, padded layout, batch (i2, i3) = (1, 0): …``).
 """
 
 from __future__ import annotations
@@ -58,20 +60,24 @@ BASELINE_NMSE_FACTOR = 4.0
 GGML_NMSE_MAX_N = 64
 
 
+def _problem_words(problem: Problem) -> str:
+    """``n=…, k=…, b2=…, b3=…, <layout> layout``: the op's parameters by name."""
+    n, k, b2, b3 = problem.shape
+    return f"n={n}, k={k}, b2={b2}, b3={b3}, {problem.layout} layout"
+
+
 def _where(problem: Problem, batch: tuple[int, int]) -> str:
-    """``shape (n, k, b2, b3) = (…), layout …, batch (i2, i3) = (…)``: the start of a detail."""
-    return (
-        f"shape (n, k, b2, b3) = {problem.shape}, {problem.layout} layout, batch (i2, i3) = {batch}"
-    )
+    """``n=…, k=…, b2=…, b3=…, <layout> layout, batch (i2, i3) = (…)``: the start of a
+    detail."""
+    return f"{_problem_words(problem)}, batch (i2, i3) = {batch}"
 
 
 def _failure(
     check: str, problem: Problem, value: float | None, bound: float | None, detail: str
 ) -> CheckFailure:
-    """A failure at the problem's matrix shape (n, k): ``CheckFailure.shape`` is (rows,
-    columns) of one matrix, the batch and the 4-D shape are in the detail."""
-    n, k, _, _ = problem.shape
-    return CheckFailure(check, (n, k), value, bound, detail)
+    """A failure at the problem's shape (n, k, b2, b3): ``CheckFailure.describe`` says ``at
+    shape (…)`` for four values, and the detail names them (``n=…, k=…``, never trsm's m)."""
+    return CheckFailure(check, problem.shape, value, bound, detail)
 
 
 def _batches(problem: Problem) -> list[tuple[int, int]]:
@@ -100,8 +106,7 @@ def check_padding(problem: Problem, x_buffer: np.ndarray) -> CheckFailure | None
     batch = problem.x.batch_of(first)
     place = (
         _where(problem, batch) if batch is not None
-        else f"shape (n, k, b2, b3) = {problem.shape}, {problem.layout} layout, outside every "
-        "matrix (guard band or batch padding)"
+        else f"{_problem_words(problem)}, outside every matrix (guard band or batch padding)"
     )  # fmt: skip
     return _failure(
         "out_of_bounds_write",
@@ -128,7 +133,7 @@ def check_inputs_unchanged(
         if changed.size:
             first = int(changed[0])
             batch = tensor.batch_of(first)
-            place = _where(problem, batch) if batch is not None else f"shape {problem.shape}"
+            place = _where(problem, batch) if batch is not None else _problem_words(problem)
             return _failure(
                 "input_modified",
                 problem,
