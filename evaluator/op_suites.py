@@ -10,7 +10,9 @@ process never imports CuPy through it). trsm's, :class:`TrsmSuite`, is the evalu
 (``evaluator.gpu_tasks.verify`` and ``check_determinism``, ``evaluator.timing.time_shape`` on
 ``timing_plan``'s settings, ``evaluator.run_once``'s A and B): its reports are what they were.
 A new op brings a module of its own with a suite and one entry here (docs/CONTRACTS.md,
-"Adding an op").
+"Adding an op"): solve_tri's is ``evaluator.solve_tri_suite`` (timed by
+``evaluator.solve_tri_timing``), band_bidiag's ``evaluator.band_bidiag_suite`` (timed by
+``evaluator.band_bidiag_timing``).
 """
 
 from __future__ import annotations
@@ -168,9 +170,14 @@ class TrsmSuite:
         cupy.cuda.Device().synchronize()
 
 
-SUITES: dict[str, str] = {"trsm": "evaluator.op_suites:TrsmSuite"}
+SUITES: dict[str, str] = {
+    "trsm": "evaluator.op_suites:TrsmSuite",
+    "solve_tri": "evaluator.solve_tri_suite:SolveTriSuite",
+    "band_bidiag": "evaluator.band_bidiag_suite:BandBidiagSuite",
+}
 """Each op's suite by the op's name: ``"module:attribute"`` naming a class (constructed with no
-argument) or an object; absolute module names."""
+argument) or an object; absolute module names. Every op with a registered path has one
+(``tests/test_ops_registered.py``)."""
 
 
 class UnknownSuiteError(ValueError):
