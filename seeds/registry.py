@@ -14,17 +14,22 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import ops
+from .band_bidiag.spec import BAND_BIDIAG
 from .ops import OPS as OPS  # every op, in registry order (trsm first)
 from .ops import UnknownOpError as UnknownOpError  # raised by route
 from .ops import get_op as get_op
+from .solve_tri.spec import SOLVE_TRI
 from .spec import DTYPES, PathSpec, check_dtype
 from .spec import UnknownBucketError as UnknownBucketError  # raised by get_path
 from .trsm_blocked.spec import TRSM_BLOCKED
 from .trsm_small.spec import TRSM_SMALL
 from .trsm_small_z64.spec import TRSM_SMALL_Z64
 
+# Every path, in registry order (route's order): trsm's three, then solve_tri's and
+# band_bidiag's (issue 8). Each op's evaluation suite is evaluator.op_suites.SUITES[spec.op].
 PATHS: dict[str, PathSpec] = {
-    spec.path_id: spec for spec in (TRSM_SMALL, TRSM_SMALL_Z64, TRSM_BLOCKED)
+    spec.path_id: spec
+    for spec in (TRSM_SMALL, TRSM_SMALL_Z64, TRSM_BLOCKED, SOLVE_TRI, BAND_BIDIAG)
 }
 
 
