@@ -108,6 +108,7 @@ def time_kernel(driver: Any, band: np.ndarray, repeats: int) -> tuple[float, flo
 
     n, bw = band.shape[1], band.shape[0] - 1
     device_band = cupy.asfortranarray(cupy.asarray(band))
+    cupy.cuda.Device().synchronize()  # made on the legacy stream, which `stream` does not wait for
     stream = cupy.cuda.Stream(non_blocking=True)
     start = time.perf_counter()
     graph = driver.graph(n, bw)

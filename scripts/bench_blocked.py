@@ -136,6 +136,10 @@ def bench_shape(driver: Any, vendor: Any, dtype: str, m: int, n: int, rounds: in
     vendor.set_stream(stream)
     a, b = make_problem(m, n, dtype, seed=m * 100003 + n)
     work = cupy.empty_like(b)
+    # make_problem ran on the legacy stream, which a non-blocking stream does not wait for: the
+    # first solves read A and B while they were still being written (a kernel ratio of 72 at
+    # 4096² float32, inf at 8192², on the H200: docs/RESULTS.md section 16).
+    cupy.cuda.Device().synchronize()
     calls = calls_per_graph(m, n, dtype)
 
     def restore() -> None:

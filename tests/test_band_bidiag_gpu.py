@@ -50,6 +50,7 @@ def reduce_on_device(driver, band: np.ndarray, use_graph: bool = True):  # noqa:
     stream = cupy.cuda.Stream(non_blocking=True)
     device_band = cupy.asfortranarray(cupy.asarray(band))
     before = device_band.copy()
+    cupy.cuda.Device().synchronize()  # made on the legacy stream, which `stream` does not wait for
     d, e = driver.reduce(device_band, stream, use_graph=use_graph)
     stream.synchronize()
     assert cupy.array_equal(device_band, before)  # the input band is never written

@@ -165,7 +165,7 @@ def test_champion_checks_pass_for_the_seed():
 
 def test_replay_memo_is_refused_on_the_cubin_before_it_runs(evaluators):
     """Issue 6: a kernel that keeps each column's X in ``__device__`` memory, keyed on m, n and
-    a few elements of A and B, and replays it when the key comes again (16 ways per column,
+    every entry of A's lower triangle and of the column of B, and replays it when the key comes again (16 ways per column,
     more than the 8 input sets the timed graphs rotated through then). Refused on the cubin
     compiled for this GPU: ``contract_error``, stage ``compile``, nothing run (no input drawn,
     no shape verified, nothing timed); the seed passes right after."""
@@ -182,10 +182,12 @@ def test_replay_memo_is_refused_on_the_cubin_before_it_runs(evaluators):
 
 def test_replay_memo_passes_every_run_time_check_without_the_cubin_check(evaluators, monkeypatch):
     """Why the contract is checked on the binary: with that check off, the replay memo passes.
-    It replays only on an exact key match, and its key takes interior elements too (A's last
-    row, B's middle row), so fresh inputs and audit pairs that share only B's border rows and
-    A's diagonal miss it and it solves them right; where inputs repeat, it replays exact
-    results. Should a run-time defence later catch it, assert that check here instead."""
+    It replays only on an exact match of the whole problem (its key hashes every entry it
+    reads), so every input it has not seen it solves right, and where inputs repeat it replays
+    exact results. (Keyed on six elements, as issue 6's memo was, it false-hits between the
+    containment cases, which share A's border and zero B's columns, and ``nonfinite_containment``
+    refuses it: measured on the H200, docs/RESULTS.md section 16.) Should a run-time defence
+    later catch the exact replay, assert that check here instead."""
     import evaluator.pipeline as pipeline
 
     monkeypatch.setattr(pipeline, "device_state_failure", lambda cubin: None)

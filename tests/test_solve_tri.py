@@ -680,6 +680,7 @@ def test_driver_and_cublas_inside_graph_capture(seed_driver, cublas):
             a = cupy.asarray(problem.a.buffer)
             b = cupy.asarray(problem.b.buffer)
             x = cupy.asarray(problem.x.buffer)
+            cupy.cuda.Device().synchronize()  # legacy-stream copies; `stream` does not wait
             args = (
                 a.data.ptr + 4 * problem.a.offset, b.data.ptr + 4 * problem.b.offset,
                 x.data.ptr + 4 * problem.x.offset, *problem.shape, problem.a.nb, problem.b.nb,

@@ -293,7 +293,10 @@ def test_the_driver_solves_in_place_on_a_stream_as_scipy_does():
     driver = TRSM_BLOCKED.driver(result.cubin, "float64")
     a, b = problem(1000, 40, "float64", seed=7)
     ref = solve_triangular(np.tril(np.nan_to_num(a)), b, lower=True)
+    a_dev, b_dev = cupy.array(a, order="F"), cupy.array(b, order="F")
+    # A non-blocking stream does not wait for the legacy stream the copies were made on.
+    cupy.cuda.Device().synchronize()
     stream = cupy.cuda.Stream(non_blocking=True)
-    x = driver.solve(cupy.asfortranarray(a), cupy.asfortranarray(b), stream)
+    x = driver.solve(a_dev, b_dev, stream)
     stream.synchronize()
     assert np.max(np.abs(x.get() - ref)) / np.max(np.abs(ref)) < 1e-10

@@ -37,7 +37,7 @@ def solves(block: str, dtype: str, problems: int) -> list[tuple[np.ndarray, np.n
     try:
         for seed in range(problems):
             problem = make_problem(*SHAPE, dtype, seed=1000 + seed)
-            a, b = cupy.asfortranarray(problem.a), cupy.asfortranarray(problem.b)
+            a, b = cupy.array(problem.a, order="F"), cupy.array(problem.b, order="F")
             x = driver.solve(a, b).get()
             out.append((x, reference(problem.a, problem.b)[0]))
     finally:
