@@ -165,8 +165,9 @@ def test_champion_checks_pass_for_the_seed():
 
 def test_replay_memo_is_refused_on_the_cubin_before_it_runs(evaluators):
     """Issue 6: a kernel that keeps each column's X in ``__device__`` memory, keyed on m, n and
-    every entry of A's lower triangle and of the column of B, and replays it when the key comes again (16 ways per column,
-    more than the 8 input sets the timed graphs rotated through then). Refused on the cubin
+    every entry of A's lower triangle and of the column of B, and replays it when the key comes
+    again (16 ways per column, more than the 8 input sets the timed graphs rotated through
+    then). Refused on the cubin
     compiled for this GPU: ``contract_error``, stage ``compile``, nothing run (no input drawn,
     no shape verified, nothing timed); the seed passes right after."""
     ev = evaluators("float64")
