@@ -109,8 +109,11 @@ MAX_STATEMENT_CHARS = 2000  # the longest statement is about 300 characters
 MAX_SHAPE_VALUES = 8  # an op's shape parameters (solve_tri has 4)
 
 Dim = Annotated[StrictInt, Field(ge=1, le=MAX_DIM)]
+# A shape's value: 0 is an op's parameter value where the op allows it (band_bidiag's
+# bandwidth 0, a diagonal); trsm's shapes are m, n >= 1 (v1 and v2: checked by format).
+ShapeValue = Annotated[StrictInt, Field(ge=0, le=MAX_DIM)]
 # v1 and v2 hold (m, n) pairs only (checked by format); v3 one value per shape parameter.
-Shape = Annotated[tuple[Dim, ...], Field(min_length=1, max_length=MAX_SHAPE_VALUES)]
+Shape = Annotated[tuple[ShapeValue, ...], Field(min_length=1, max_length=MAX_SHAPE_VALUES)]
 Shapes = Annotated[list[Shape], Field(max_length=MAX_SHAPES)]
 OpName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 ParamName = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9]{0,15}$")]
@@ -183,7 +186,9 @@ class ShapeTimingSummary(_TimingBase):
     noise_floor: NonNegative | None
     faster_than_baseline: StrictBool | None
     plausibility_floor_us: Positive | None
-    shape: Annotated[list[Dim], Field(min_length=1, max_length=MAX_SHAPE_VALUES)] | None = None
+    shape: Annotated[list[ShapeValue], Field(min_length=1, max_length=MAX_SHAPE_VALUES)] | None = (
+        None
+    )
 
     @property
     def problem(self) -> tuple[int, ...]:
@@ -251,7 +256,7 @@ class _CertificateV1(_CertificateBase):
     def _pairs(self) -> _CertificateV1:
         """v1 is trsm's: every shape an (m, n) pair."""
         if bad := _not_pairs(self):
-            raise ValueError(f"a v1 certificate's shapes are (m, n) pairs; got {bad}")
+            raise ValueError(f"a v1 certificate's shapes are (m, n) pairs, m, n >= 1; got {bad}")
         return self
 
 
@@ -348,7 +353,9 @@ class Certificate(_CertificateBase):
             if extra := sorted({"op", "shape_params"} & given):
                 raise ValueError(f"{extra} belong to a v3 certificate, not {self.format}")
             if bad := _not_pairs(self):
-                raise ValueError(f"a {self.format} certificate's shapes are (m, n) pairs: {bad}")
+                raise ValueError(
+                    f"a {self.format} certificate's shapes are (m, n) pairs, m, n >= 1: {bad}"
+                )
             for t in self.timings:
                 if "shape" in t.model_fields_set or t.m is None or t.n is None:
                     raise ValueError(f"a {self.format} certificate's timings name m and n")
@@ -418,7 +425,7 @@ class Certificate(_CertificateBase):
 
 def _not_pairs(certificate: Any) -> list[Any]:
     """The shapes of a certificate (verified, held out, determinism, sanitizer) that are not
-    (m, n) pairs, at most three."""
+    trsm's (m, n) pairs of values >= 1, at most three."""
     listed = [
         *certificate.verified_shapes, *certificate.held_out_shapes,
         *certificate.determinism_shapes,
@@ -427,7 +434,7 @@ def _not_pairs(certificate: Any) -> list[Any]:
         *certificate.verified_shapes, *certificate.held_out_shapes,
         *certificate.determinism_shapes,
     ]  # fmt: skip
-    return [shape for shape in listed if len(shape) != 2][:3]
+    return [shape for shape in listed if len(shape) != 2 or min(shape) < 1][:3]
 
 
 def _timing_line(t: ShapeTimingSummary, params: list[str] | None = None) -> str:
