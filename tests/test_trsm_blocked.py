@@ -51,8 +51,9 @@ def diag_kernel(d: np.ndarray, rhs: np.ndarray, first: np.ndarray) -> np.ndarray
 
 def blocked_solve(a: np.ndarray, b: np.ndarray, nb: int, ib: int) -> np.ndarray:
     """X for lower ``a`` (m×m) and ``b`` (m×n) as the seed computes it: m ≤ nb solves directly;
-    otherwise every diagonal block is inverted (one identity column block of ib at a time, as
-    thread block (t, j) does, into an nb×nb slot with zeros outside the block), then
+    otherwise every diagonal block is inverted (``ib`` identity columns at a time, the
+    WARPS·COLS columns thread block (t, j) owns, into an nb×nb slot with zeros outside the
+    block), then
     X_i = inv(D_i)·(B_i − A_i,0:i·X_0:i)."""
     m, n = b.shape
     if m <= nb:
@@ -131,11 +132,12 @@ def test_seed_passes_the_screen():
     assert screen(SEED, SEED) is None
 
 
-def test_seed_declares_nb_and_ib_as_tunables_with_ib_nb_over_8():
+def test_seed_declares_its_block_size_and_work_split_as_tunables():
     tunables = {t.name: t for t in parse_tunables(SEED)}
-    assert {"TB_NB", "TB_IB", "TB_THREADS"} <= set(tunables)
-    assert int(tunables["TB_IB"].value) * 8 == int(tunables["TB_NB"].value)
+    assert set(tunables) == {"TB_NB", "TB_WARPS", "TB_COLS", "TB_PANEL", "TB_UNROLL"}
     assert all(t.value in t.choices and len(t.choices) >= 2 for t in tunables.values())
+    # A panel never straddles two register slots (32 rows each): it must divide 32.
+    assert all(32 % int(p) == 0 for p in tunables["TB_PANEL"].choices)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -11,34 +11,45 @@
 //
 // Algorithm (paper, "diagonal block inversion"; the driver, driver.py, runs the host side):
 //   1. The diagonal NB x NB blocks D_t of A (the last one m - t*NB rows when NB does not divide
-//      m) are inverted in parallel: thread block (t, j) computes columns j*IB .. j*IB+IB-1 of
-//      inv(D_t) by column-wise forward substitution on the identity columns E_j, IB = NB / 8.
-//   2. Block row by block row, X_i = inv(D_i) * (B_i - A_i,0:i * X_0:i), both products cuBLAS
-//      GEMMs (the driver).
+//      m) are inverted in parallel by forward substitution on identity columns: thread block
+//      (t, j) computes WARPS * COLS consecutive columns of inv(D_t), each warp COLS of them.
+//   2. The driver forms X from the inverses with cuBLAS GEMMs (schedule.py: recursive halving).
 //   When m <= NB there is one diagonal block and no GEMM: the same kernel solves B directly,
 //   its right-hand sides B's columns instead of identity columns (solve != 0).
 //
-// Shared memory is O(IB): two buffers of IB scalars. Step k of the substitution needs, in every
-// thread, the solved x_k of each of the block's IB right-hand sides; its owner writes it to
-// buffer k & 1 and one barrier publishes it. Because consecutive steps alternate buffers, the
-// owner of step k+1 may write while slower threads still read step k's buffer, so one barrier
-// per step suffices (single-buffered, a second barrier would be needed before each write). The
-// column k of D_t is read by each thread for its own rows straight from global memory
-// (coalesced: a column is contiguous).
+// Why warps own columns: a substitution step is a chain (x_k, then the rows below k), and the
+// step count is the block's height, so each step must be short. Lane l of a warp holds rows
+// l, l + 32, ... of its COLS columns in registers; step k is one warp shuffle of row k (x_k
+// broadcast), a division, and one multiply-subtract per row below k: no block-wide barrier,
+// no shared-memory round trip for x. The loop over a lane's register slots is unrolled, so
+// the register holding row k is known at compile time (an indexed register array would live
+// in local memory) and slots above row k, already final, are not even visited; the steps
+// inside a slot are a run-time loop (unrolling all NB steps took NVRTC past 30 s).
+//   The block's column k is read by every warp: PANEL columns of D at a time are staged in
+// shared memory by the whole thread block between two barriers (one global-memory latency
+// per PANEL steps instead of one per step: the previous seed read column k from global
+// memory at every step, behind a barrier, and spent 525 us inverting 256-blocks on the H200).
+// Only the lower triangle is loaded; the rest of the panel is zero.
+//
+// Numerics: step k updates only rows below k, and only in columns that have started (an
+// identity column starts at its 1), so a non-finite entry of A never reaches rows that do not
+// depend on it; complex division is Smith's (below). Inverses are written with zeros outside
+// the block's mb x mb (the driver's GEMMs read whole NB x NB slots of full blocks).
 //
 // Launch geometry: kernevo_launch_config(m, n, cfg) writes grid xyz, block xyz and dynamic
 // shared bytes of trsm_blocked_diag_kernel for problem (m, n) into cfg[0..6] (the inversion
-// grid when m > NB, the direct-solve grid otherwise); kernevo_block_size(cfg) writes NB to
-// cfg[0], from which the driver forms the block rows and GEMMs.
+// grid when m > NB, the direct-solve grid otherwise; the panel's bytes, up to 128 KB for
+// complex128 at NB = 256, past the 48 KB default, which the driver opts into);
+// kernevo_block_size(cfg) writes NB to cfg[0], from which the driver forms the block rows and
+// GEMMs.
 //
 // Tunables (inside the EVOLVE-BLOCK, "// tune:" lists the legal values):
-//   TB_NB        outer block size NB (rows of a diagonal block, of a GEMM block row)
-//   TB_IB        inner block IB: right-hand sides per thread block (paper: NB / 8)
-//   TB_THREADS   threads per block; each thread holds NB * IB / TB_THREADS entries of its
-//                right-hand sides in registers
-//   TB_UNROLL    unroll factor of the substitution's step loop
-//   TB_PREFETCH  1: column k+1 of D is loaded into registers during step k (hides its latency
-//                behind the barrier; not in the paper); 0: read at step k, as the paper does
+//   TB_NB      outer block size NB (rows of a diagonal block; the GEMMs' granularity)
+//   TB_WARPS   warps per thread block (they share one staged panel)
+//   TB_COLS    right-hand-side columns per warp (independent chains a warp interleaves;
+//              registers per thread grow as NB / 32 * COLS scalars)
+//   TB_PANEL   columns of D staged in shared memory per barrier pair
+//   TB_UNROLL  unroll factor of the step loop inside a panel
 
 // ---- fixed prelude: scalar type and arithmetic (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -104,139 +115,147 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #endif
 #define KV_STR(x) #x
 #define KV_UNROLL(n) _Pragma(KV_STR(unroll n))
+#define KV_WARP 32
 
 // EVOLVE-BLOCK-START
-#define TB_NB 256       // tune: 128 256 512
-#define TB_IB 32        // tune: 16 32 64
-#define TB_THREADS 256  // tune: 128 256 512 1024
-#define TB_UNROLL 1     // tune: 1 2 4
-#define TB_PREFETCH 0   // tune: 0 1
+#define TB_NB 256     // tune: 128 256
+#define TB_WARPS 8    // tune: 2 4 8 16
+#define TB_COLS 2     // tune: 1 2 4
+#define TB_PANEL 32   // tune: 8 16 32
+#define TB_UNROLL 1   // tune: 1 2 4
 
-// Thread (c, g): right-hand side c = tid % IB, rows g, g + R, g + 2R, ... with R = THREADS / IB.
-#define TB_GROUPS (TB_THREADS / TB_IB)
-#define TB_ROWS (TB_NB / TB_GROUPS)
-static_assert(TB_THREADS % TB_IB == 0 && TB_NB % TB_GROUPS == 0, "threads must tile NB x IB");
+#define TB_THREADS (TB_WARPS * KV_WARP)
+#define TB_ROWS (TB_NB / KV_WARP)  // rows of the block each lane holds, per column
+#define TB_CTA_COLS (TB_WARPS * TB_COLS)
+static_assert(TB_NB % KV_WARP == 0 && KV_WARP % TB_PANEL == 0, "NB must tile by 32, 32 by PANEL");
 
 extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }
 
 extern "C" __global__ void kernevo_launch_config(int m, int n, int* cfg) {
   if (m > TB_NB) {
-    cfg[0] = (m + TB_NB - 1) / TB_NB;  // one thread block per (diagonal block, IB columns)
-    cfg[1] = TB_NB / TB_IB;
+    cfg[0] = (m + TB_NB - 1) / TB_NB;                   // one row of thread blocks per D_t
+    cfg[1] = (TB_NB + TB_CTA_COLS - 1) / TB_CTA_COLS;  // the NB identity columns
   } else {
-    cfg[0] = 1;  // direct solve: one thread block per IB columns of B
-    cfg[1] = (n + TB_IB - 1) / TB_IB;
+    cfg[0] = 1;  // direct solve: the columns of B
+    cfg[1] = (n + TB_CTA_COLS - 1) / TB_CTA_COLS;
   }
   cfg[2] = 1;
   cfg[3] = TB_THREADS;
   cfg[4] = 1;
   cfg[5] = 1;
-  cfg[6] = 0;
+  cfg[6] = TB_PANEL * TB_NB * (int)sizeof(scalar_t);
 }
 
 // solve == 0: Y is the inverse workspace (NB x NB per diagonal block, leading dimension NB);
-// thread block (t, j) writes columns j*IB.. of inv(D_t), zeros outside the block's mb x mb.
+// thread block (t, j) writes its columns of inv(D_t), zeros outside the block's mb x mb.
 // solve != 0: m <= NB, Y is B (leading dimension ldy, ncols columns), solved in place.
 extern "C" __global__ void __launch_bounds__(TB_THREADS)
 trsm_blocked_diag_kernel(const scalar_t* __restrict__ A, int lda, int m, scalar_t* __restrict__ Y,
                          int ldy, int ncols, int solve) {
-  __shared__ scalar_t xbuf[2][TB_IB];
-  const int tid = threadIdx.x;
-  const int c = tid % TB_IB;
-  const int g = tid / TB_IB;
+  extern __shared__ __align__(16) unsigned char kv_smem[];
+  scalar_t* panel = reinterpret_cast<scalar_t*>(kv_smem);  // PANEL columns of D, ld NB
+  const int lane = threadIdx.x % KV_WARP;
+  const int warp = threadIdx.x / KV_WARP;
   const int t = blockIdx.x;
-  const int col = blockIdx.y * TB_IB + c;  // this thread's column of inv(D_t), or of B
-  const long r0 = (long)t * TB_NB;         // first row (and column) of D_t in A
+  const long r0 = (long)t * TB_NB;  // first row (and column) of D_t in A
   const int mb = solve ? m : min(TB_NB, m - (int)r0);
   const scalar_t* D = A + r0 * lda + r0;
-  const bool active = solve ? col < ncols : col < mb;
-  // Rows above `col` of an identity right-hand side stay zero: substitution starts at its 1.
-  const int first = solve ? 0 : col;
-  const int k0 = solve ? 0 : blockIdx.y * TB_IB;
+  const int col0 = (blockIdx.y * TB_WARPS + warp) * TB_COLS;  // this warp's first column
+  // Identity column j is zero above row j: no step before this thread block's first column
+  // changes any of its columns (uniform in the block, so its barriers stay uniform).
+  const int k_begin = solve ? 0 : blockIdx.y * TB_CTA_COLS;
 
-  scalar_t y[TB_ROWS];
+  scalar_t y[TB_ROWS][TB_COLS];
+  bool live[TB_COLS];  // column exists (B's, or inside the block)
+  int first[TB_COLS];  // the step at which the column starts
 #pragma unroll
-  for (int s = 0; s < TB_ROWS; ++s) {
-    const int row = g + TB_GROUPS * s;
-    scalar_t v = kv_zero();
-    if (active && row < mb) {
-      if (solve) {
-        v = Y[(long)col * ldy + row];
-      } else if (row == col) {
-#if KV_COMPLEX
-        v = {real_t(1), real_t(0)};
-#else
-        v = real_t(1);
-#endif
-      }
-    }
-    y[s] = v;
-  }
-
-#if TB_PREFETCH
-  // Column k of D for this thread's rows (row >= k), loaded one step ahead into registers: the
-  // load's latency then overlaps the previous step's barrier and updates instead of stalling
-  // each of the NB sequential steps (2 * NB / GROUPS registers per scalar; more spill-prone).
-  scalar_t a_next[TB_ROWS];
-#pragma unroll
-  for (int s = 0; s < TB_ROWS; ++s) {
-    const int row = g + TB_GROUPS * s;
-    a_next[s] = (k0 < mb && row >= k0 && row < mb) ? D[(long)k0 * lda + row] : kv_zero();
-  }
-#endif
-
-  KV_UNROLL(TB_UNROLL)
-  for (int k = k0; k < mb; ++k) {
-#if TB_PREFETCH
-    scalar_t a_k[TB_ROWS];
+  for (int c = 0; c < TB_COLS; ++c) {
+    const int col = col0 + c;
+    live[c] = solve ? col < ncols : col < mb;
+    first[c] = solve ? 0 : col;
 #pragma unroll
     for (int s = 0; s < TB_ROWS; ++s) {
-      const int row = g + TB_GROUPS * s;
-      a_k[s] = a_next[s];
-      a_next[s] = (k + 1 < mb && row > k && row < mb) ? D[(long)(k + 1) * lda + row] : kv_zero();
-    }
-#define TB_COLUMN_K(s, row) a_k[s]
+      const int row = lane + KV_WARP * s;
+      scalar_t v = kv_zero();
+      if (live[c] && row < mb) {
+        if (solve) {
+          v = Y[(long)col * ldy + row];
+        } else if (row == col) {
+#if KV_COMPLEX
+          v = {real_t(1), real_t(0)};
 #else
-#define TB_COLUMN_K(s, row) D[(long)k * lda + (row)]
+          v = real_t(1);
 #endif
-    if (g == k % TB_GROUPS) {
+        }
+      }
+      y[s][c] = v;
+    }
+  }
+
+  // Row k = 32 * sk + l lives in register slot sk of lane l: the slot loop is unrolled (slot
+  // indices are constants) and the lane loop is not (a shuffle takes a run-time lane), so the
+  // code holds ROWS * (ROWS + 1) / 2 update bodies, not one per step.
 #pragma unroll
-      for (int s = 0; s < TB_ROWS; ++s) {
-        if (g + TB_GROUPS * s == k) {
-          const scalar_t d = TB_COLUMN_K(s, k);
-          const scalar_t x = (active && k >= first) ? kv_div(y[s], d) : kv_zero();
-          y[s] = x;
-          xbuf[k & 1][c] = x;
+  for (int sk = 0; sk < TB_ROWS; ++sk) {
+    if (KV_WARP * sk >= mb) break;
+    for (int q = KV_WARP * sk; q < KV_WARP * (sk + 1); q += TB_PANEL) {
+      if (q >= mb) break;
+      if (q + TB_PANEL <= k_begin) continue;
+      __syncthreads();  // every warp is done with the previous panel
+      for (int idx = threadIdx.x; idx < TB_PANEL * TB_NB; idx += TB_THREADS) {
+        const int k = q + idx / TB_NB;
+        const int row = idx % TB_NB;
+        panel[idx] = (k < mb && row >= k && row < mb) ? D[(long)k * lda + row] : kv_zero();
+      }
+      __syncthreads();
+      const int k_end = min(q + TB_PANEL, mb);
+      KV_UNROLL(TB_UNROLL)
+      for (int k = q; k < k_end; ++k) {
+        const int l = k - KV_WARP * sk;  // the lane holding row k
+        const scalar_t* dk = panel + (k - q) * TB_NB;
+        const scalar_t d = dk[k];
+        scalar_t x[TB_COLS];
+        bool go[TB_COLS];
+#pragma unroll
+        for (int c = 0; c < TB_COLS; ++c) {
+          // Uniform in the warp: every lane takes part in the shuffle.
+          go[c] = live[c] && k >= first[c];
+          x[c] = go[c] ? kv_div(kv_shfl(y[sk][c], l), d) : kv_zero();
+          if (go[c] && lane == l) y[sk][c] = x[c];
+        }
+        // Rows below k only: a solved row is final, and 0 * x (or a * 0 with a non-finite a)
+        // would turn rows that do not depend on it into NaN.
+#pragma unroll
+        for (int s = sk; s < TB_ROWS; ++s) {
+          const int row = lane + KV_WARP * s;
+          if (row > k && row < mb) {
+            const scalar_t a = dk[row];
+#pragma unroll
+            for (int c = 0; c < TB_COLS; ++c)
+              if (go[c]) y[s][c] = kv_fms(y[s][c], a, x[c]);
+          }
         }
       }
     }
-    __syncthreads();
-    // Only rows below k of a right-hand side that has started: a solved row is final, and
-    // 0 * x (or a * 0 with a non-finite a) would turn rows that do not depend on it into NaN.
-    if (active && k >= first) {
-      const scalar_t x = xbuf[k & 1][c];
-#pragma unroll
-      for (int s = 0; s < TB_ROWS; ++s) {
-        const int row = g + TB_GROUPS * s;
-        if (row > k && row < mb) y[s] = kv_fms(y[s], TB_COLUMN_K(s, row), x);
-      }
-    }
-#undef TB_COLUMN_K
   }
 
-  if (solve) {
-    if (!active) return;
 #pragma unroll
-    for (int s = 0; s < TB_ROWS; ++s) {
-      const int row = g + TB_GROUPS * s;
-      if (row < mb) Y[(long)col * ldy + row] = y[s];
-    }
-  } else {
-    scalar_t* out = Y + (long)t * TB_NB * TB_NB + (long)col * TB_NB;
+  for (int c = 0; c < TB_COLS; ++c) {
+    const int col = col0 + c;
+    if (solve) {
+      if (!live[c]) continue;
 #pragma unroll
-    for (int s = 0; s < TB_ROWS; ++s) {
-      const int row = g + TB_GROUPS * s;
-      out[row] = (active && row < mb) ? y[s] : kv_zero();
+      for (int s = 0; s < TB_ROWS; ++s) {
+        const int row = lane + KV_WARP * s;
+        if (row < mb) Y[(long)col * ldy + row] = y[s][c];
+      }
+    } else if (col < TB_NB) {
+      scalar_t* out = Y + (long)t * TB_NB * TB_NB + (long)col * TB_NB;
+#pragma unroll
+      for (int s = 0; s < TB_ROWS; ++s) {
+        const int row = lane + KV_WARP * s;
+        out[row] = (live[c] && row < mb) ? y[s][c] : kv_zero();
+      }
     }
   }
 }
