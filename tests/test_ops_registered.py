@@ -9,8 +9,10 @@ band_bidiag registered beside trsm's paths), without a GPU:
   alone too), in every dtype, passing the screen and leaving no device state;
 - ``kernevo evolve`` of a new path without a GPU is one line, its unsupported dtype a usage
   error, and a compile-only job runs end to end (offline mutator, pipeline, lineage);
-- a champion of a new path gets a v3 certificate from its suite, and the loader's call of
-  solve_tri solves in place through ``solve(a, b, out=b)``.
+- a champion of a new path gets a v3 certificate from its suite, the service answers the op's
+  query with it and the loader admits and routes to it (a shape outside the envelope goes to
+  the op's fallback), and the loader's call of solve_tri solves in place through
+  ``solve(a, b, out=b)``.
 
 On a GPU: ``tests/test_ops_registered_gpu.py``.
 """
@@ -27,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ops_service import Service
 from sqlalchemy import select
 
 from db.models import Evaluation, Job, Program
@@ -43,7 +47,14 @@ from evolver.job_config import JobConfig
 from evolver.offline_mutator import movable_tunables
 from evolver.runner import start_job
 from evolver.settings import EvolverSettings
-from kernevo.certificate import CERTIFICATE_V3, REQUIRED_CHECKS, Certificate
+from kernevo.cache import ChampionCache
+from kernevo.certificate import CERTIFICATE_V3, REQUIRED_CHECKS, Certificate, certificate_sha256
+from kernevo.client import service_fetcher
+from kernevo.device import GpuInfo as DeviceGpu
+from kernevo.keys import public_raw_of
+from kernevo.resolver import Resolver
+from kernevo.signature import key_id, sign, signed_payload
+from kernevo.trust import TrustPolicy
 from seeds import ops, registry
 from seeds.ops.solve_tri import SolveTriCall
 from seeds.spec import PathSpec
@@ -230,9 +241,9 @@ def test_a_compile_only_job_of_a_new_path_runs_end_to_end(path_id, dtype, bucket
 # --- certificates and the loader's call ---------------------------------------------------------
 
 
-def champion_report(spec: PathSpec, dtype: str) -> ChampionReport:
+def champion_report(spec: PathSpec, dtype: str, nvrtc_version: str = "13.0") -> ChampionReport:
     """A verify_champion report of ``spec``'s seed that passed everything, as the suite's full
-    verification leaves it."""
+    verification leaves it (compiled by NVRTC ``nvrtc_version``)."""
     suite = suite_for(spec.op)
     timed = [
         ShapeTiming(0, 0, 7.5, 0.1, 30.0, 0.5, 9.0, 40.0, 7.6, 0.02, 3.6, 4.4, True, 0.9, shape)
@@ -240,7 +251,7 @@ def champion_report(spec: PathSpec, dtype: str) -> ChampionReport:
     ]
     return ChampionReport(
         path_id=spec.path_id, dtype=dtype, status="ok", stage="time", combined_score=4.0,
-        compile=CompileInfo(True, "", ("-arch=sm_90",), "sm_90", "13.0", 0.04, "a" * 64),
+        compile=CompileInfo(True, "", ("-arch=sm_90",), "sm_90", nvrtc_version, 0.04, "a" * 64),
         gpu=GpuInfo("NVIDIA H200", "nvidia-h200", "sm_90", "13.0", "12.8"),
         timings=timed, verified_shapes=list(spec.verify_shapes), input_seeds=[1, 2, 3],
         held_out_seeds=[4, 5, 6], checks_run=list(suite.added_checks),
@@ -295,3 +306,97 @@ def test_the_loaders_solve_tri_call_solves_in_place_through_out_b():
     result = SolveTriCall().run(driver, a, b)
     assert result is b and driver.calls[0]["out"] is b and driver.calls[0]["b"] is b
     assert b.ravel().tolist() == [0, 2, 4, 6, 8, 10]
+
+
+# --- served: the service answers for the registered paths, the loader routes to them ----------
+
+H200 = DeviceGpu(index=0, name="NVIDIA H200", key="nvidia-h200", arch="sm_90")
+# Made in memory for this run: never written anywhere, never committed.
+SIGNER = Ed25519PrivateKey.generate()
+
+
+def promote_seed(url: str, spec: PathSpec, dtype: str, workdir: Path) -> int:
+    """Promote ``spec``'s seed, compiled for sm_90, as the champion of (path, dtype,
+    nvidia-h200, its first bucket) on the database at ``url``, with the v3 certificate its
+    suite gives a report that passed (:func:`champion_report`), signed as ``evolver.champion``
+    signs; returns the program id."""
+    from db import repository as repo
+    from db.migrate import upgrade
+
+    upgrade(url)
+    source, options = spec.seed_source(), spec.compile_options(dtype, ARCH)
+    compiled = compile_cubin(source, options, ARCH, cache_dir=workdir / "cubin")
+    assert compiled.ok, compiled.log
+    certificate = build_certificate(
+        champion_report(spec, dtype, compiled.nvrtc_version), spec
+    ).to_json_dict()
+    verified = [list(shape) for shape in spec.verify_shapes]
+    report = {"status": "ok", "verified_shapes": verified, "compile": compiled.summary()}
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            job = repo.create_job(
+                s, path=spec.path_id, dtype=dtype, gpu=H200.key, shape_bucket=spec.shape_bucket,
+                config={}, backend="offline", model=None,
+            )  # fmt: skip
+            program, _ = repo.record_program(
+                s, job_id=job.id, uid="seed", source=source, parent_uid=None, island=0,
+                generation=0, iteration=0, diff=None, backend="offline", model=None,
+            )  # fmt: skip
+            evaluation = repo.record_evaluation(
+                s, program_id=program.id, report_json=report, gpu_key=H200.key,
+                gpu_name=H200.name, arch=ARCH, driver_version=None,
+                nvrtc_version=compiled.nvrtc_version, score=4.0, state="verified",
+                error_kind=None,
+            )  # fmt: skip
+            launch = {"kernel": spec.kernel_name, "config_kernel": spec.config_kernel_name}
+            envelope = {**spec.envelope, "verified_shapes": verified}
+            payload = signed_payload(
+                path=spec.path_id, dtype=dtype, gpu=H200.key, shape_bucket=spec.shape_bucket,
+                program_id=program.id, arch=ARCH, cubin_sha256=repo.sha256_hex(compiled.cubin),
+                source_sha256=repo.sha256_hex(source), launch=launch, envelope=envelope,
+                compile_options=options, nvrtc_version=compiled.nvrtc_version,
+                certificate_sha256=certificate_sha256(certificate),
+            )  # fmt: skip
+            repo.promote_champion(
+                s, evaluation_id=evaluation.id, path=spec.path_id, dtype=dtype,
+                gpu_key=H200.key, shape_bucket=spec.shape_bucket, cubin=compiled.cubin,
+                launch=launch, envelope=envelope, compile_options=options,
+                signature=sign(SIGNER, payload), signing_key_id=key_id(public_raw_of(SIGNER)),
+                certificate=certificate,
+            )  # fmt: skip
+            return program.id
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("path_id", "dtype", "inside", "outside", "fallback"),
+    [("solve_tri", "float32", (64, 6, 4, 2), (300, 6, 4, 2), "cublas"),
+     ("band_bidiag", "float64", (1024, 32), (4096, 1024), "lapack")],
+)  # fmt: skip
+def test_the_loader_routes_a_new_paths_champion_from_the_service(
+    path_id, dtype, inside, outside, fallback, tmp_path
+):
+    """Routing only (nothing is launched): the service answers the op's query for the
+    registered path, and the loader admits its signed champion and v3 certificate."""
+    spec = registry.get_path(path_id)
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    program_id = promote_seed(url, spec, dtype, tmp_path)
+    service = Service(url)
+    try:
+        trust = TrustPolicy({key_id(public_raw_of(SIGNER)): public_raw_of(SIGNER)})
+        resolver = Resolver(
+            spec.op, dtype, gpu=H200, trust=trust, cache=ChampionCache(tmp_path / "cache"),
+            fetch=service_fetcher(service.url, op=spec.op, timeout_s=5.0),
+        )  # fmt: skip
+        decision = resolver.resolve(*inside)
+        assert (decision.route, decision.path) == ("kernel", path_id), decision.reason
+        assert decision.reason.startswith(f"champion program {program_id} from service")
+        assert decision.champion is not None and decision.champion.certificate["op"] == spec.op
+        pairs = zip(spec.params, outside, strict=True)
+        words = " ".join(f"{name}={value}" for name, value in pairs)
+        far = resolver.resolve(*outside)
+        assert (far.route, far.reason) == (fallback, f"no path serves {words}")
+    finally:
+        service.stop()

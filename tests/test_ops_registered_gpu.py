@@ -14,15 +14,13 @@ four tools): minutes per path (band_bidiag's LAPACK reference and baseline run o
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from ops_service import Service
 from sqlalchemy import select
 
 import kernevo
@@ -94,32 +92,6 @@ def test_a_band_kernel_that_skips_the_last_sweep_is_refused(dtype):
 
 
 # --- a short evolution, promoted and served ------------------------------------------------------
-
-
-class Service:
-    """The API on a database, served by uvicorn in a thread."""
-
-    def __init__(self, database_url: str) -> None:
-        import uvicorn
-
-        from api.app import create_app
-
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(database_url), log_level="warning"))
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
-        )
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture
