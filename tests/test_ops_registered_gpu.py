@@ -96,14 +96,15 @@ def test_a_band_kernel_that_skips_the_last_sweep_is_refused(dtype):
 
 @pytest.fixture
 def evolved(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A 3-iteration job of (path, dtype) = ``request.param`` on a fresh SQLite database,
-    promoting as it goes; its champion row and the service on its database."""
+    """A 3-iteration job of (path, dtype) = ``request.param`` on a fresh SQLite database (the
+    seed promoted at once, the job's best again at its end when it is another program); its
+    champion row and the service on its database."""
     path_id, dtype = request.param
     url = f"sqlite:///{tmp_path / 'lineage.db'}"
     settings = EvolverSettings(
         work_dir=tmp_path / "runs", llm_base_url=None, key_dir=tmp_path / "keys"
     )
-    job = JobConfig(path=path_id, dtype=dtype, iterations=3, checkpoint_interval=1, promote_every=1)
+    job = JobConfig(path=path_id, dtype=dtype, iterations=3, checkpoint_interval=1, promote_every=3)
     lines: list[str] = []
     outcome = start_job(job, settings=settings, database_url=url, write=lines.append)
     print("\n".join(lines))
