@@ -1,15 +1,17 @@
-"""Red-team entries for ``trsm_small_z64`` (issue 7, Build item 6): the seed's two-group
+"""Red-team entries for ``trsm_small_z64`` (issue 7, Build item 6): the first seed's two-group
 pipeline with one deliberate fault each, and where the evaluator refuses it.
 
-The seed (``seeds/trsm_small_z64/kernel.cu``) runs 128 threads as a loading group (warps 0-1)
-and a computing group (warps 2-3) that hand shared-memory regions over through block-wide
-barriers (``tz_barrier(id)``, ``bar.sync id, 128``), five phases per 32-column block of B.
-Every entry starts from :data:`CONTROL`, the seed's EVOLVE-BLOCK frozen in
-``blocks/trsm_small_z64_control.cu``. The evaluator's shapes for this path: m = 64 with n from
-1 to 64 (quick (64, 7) then (64, 33); verification, timing and held-out shapes), the fixed
-cases below m = 64 (4×4 audit pair, 33×2 sweep, 64×8 containment), and compute-sanitizer
-(memcheck, racecheck, synccheck, initcheck: ``evaluator.champion.SANITIZER_TOOLS``, for every
-path) at the path's ``sanitizer_shape`` before promotion.
+Every entry starts from :data:`CONTROL`, the first seed's EVOLVE-BLOCK frozen in
+``blocks/trsm_small_z64_control.cu`` (the seed itself has since been widened to more warps and
+thread blocks; the control stays, so each entry stays one fault away from a known-good kernel).
+The control runs 128 threads as a loading group (warps 0-1) and a computing group (warps 2-3,
+16 columns each) that hand shared-memory regions over through block-wide barriers
+(``tz_barrier(id)``, ``bar.sync id, 128``), five phases per 32-column block of B. The
+evaluator's shapes for this path: m = 64 with n from 1 to 64 (quick (64, 7) then (64, 33);
+verification, timing and held-out shapes), the fixed cases below m = 64 (4×4 audit pair, 33×2
+sweep, 64×8 containment), and compute-sanitizer (memcheck, racecheck, synccheck, initcheck:
+``evaluator.champion.SANITIZER_TOOLS``, for every path) at the path's ``sanitizer_shape``
+before promotion.
 """
 
 from __future__ import annotations
