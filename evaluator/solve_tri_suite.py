@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluator.checks.solve_tri import GGML_NMSE_MAX_N
+from evaluator.checks.solve_tri import GGML_NMSE_MAX_N, shape_words
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
 from seeds.solve_tri.inputs import LAYOUTS, Problem, make_problem
 from seeds.solve_tri.layout import packed_strides
@@ -45,12 +45,6 @@ assert set(LAYOUT_ORDER) == set(LAYOUTS)
 # The seed of the one problem the determinism check solves repeatedly, and of run_once's.
 DETERMINISM_SEED = 4242
 RUN_ONCE_SEED = 7
-
-
-def words(shape: Sequence[int]) -> str:
-    """``n=…, k=…, b2=…, b3=…``: a solve_tri shape by its parameters' names."""
-    n, k, b2, b3 = shape
-    return f"n={n}, k={k}, b2={b2}, b3={b3}"
 
 
 def problems(shape: SolveTriShape, seeds: Sequence[int], growth: bool) -> list[Problem]:
@@ -108,7 +102,7 @@ def launch(
     try:
         solver.solve_raw(*args)
     except GeometryError as error:
-        detail = f"{words(problem.shape)}: {error}"
+        detail = f"{shape_words(problem.shape)}: {error}"
         return CheckFailure("launch_geometry", problem.shape, None, None, detail), None
     cupy.cuda.Device().synchronize()
     return None, (x.get(), a.get(), b.get())
@@ -185,8 +179,8 @@ class SolveTriSuite:
             if len(outputs) > 1:
                 return CheckFailure(
                     "nondeterministic", problem.shape, float(len(outputs)), 1.0,
-                    f"{words(problem.shape)}: {len(outputs)} distinct results in {repeats} runs "
-                    "on the same input",
+                    f"{shape_words(problem.shape)}: {len(outputs)} distinct results in {repeats} "
+                    "runs on the same input",
                 )  # fmt: skip
         return None
 

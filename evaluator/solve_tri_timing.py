@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.checks.solve_tri import shape_words
 from evaluator.inputs import CounterRng
 from evaluator.noise import (
     L2_OVER_DRAM,
@@ -152,14 +153,12 @@ def audit_outputs(
     fresh = b_layout.allocate(np, np.dtype(np.float32))
     where, failure = when, None
     if b_layout.guard_bytes(x_out) != b_layout.guard_bytes(fresh):
-        failure = CheckFailure(
-            "out_of_bounds_write", shape, None, None, "a guard band around an X set was written"
-        )
+        detail = f"{shape_words(shape)}: a guard band around an X set was written"
+        failure = CheckFailure("out_of_bounds_write", shape, None, None, detail)
     for name, before, now in (("A", a_in, a_out), ("B", b_in, b_out)):
         if failure is None and before.tobytes() != now.tobytes():
-            failure = CheckFailure(
-                "input_modified", shape, None, None, f"{name} changed during the solves"
-            )
+            detail = f"{shape_words(shape)}: {name} changed during the solves"
+            failure = CheckFailure("input_modified", shape, None, None, detail)
     for i in sets if failure is None else ():
         problem = set_problem(shape, layouts, (a_in, b_in, fresh), i, seed)
         if failure := check(problem, set_output(b_layout, x_out, i)):
@@ -376,7 +375,8 @@ def time_shape(
     if failure is None and fastest < floor_us:
         failure = CheckFailure(
             "implausible_time", shape, fastest, floor_us,
-            f"median per-call time {fastest:.3g} us over graph replays of {calls} solves is "
+            f"{shape_words(shape)}: median per-call time {fastest:.3g} us over graph replays of "
+            f"{calls} solves is "
             f"below what the device allows: max(bytes moved / L2 bound, {LAUNCH_FLOOR_FRACTION} "
             f"x an empty kernel's {median['launch']:.3g} us per launch, measured in the same "
             "replays)",

@@ -166,7 +166,9 @@ def test_a_timed_write_past_a_set_or_into_a_is_refused():
     buffers = timed_buffers(shape, 3)
     x = buffers["x"]
     x[buffers["layouts"][1].guard + 11 * 5] = 0.0  # just past set 0's X
-    assert audit(buffers, shape).check == "timed_output_out_of_bounds_write"
+    failure = audit(buffers, shape)
+    assert failure.check == "timed_output_out_of_bounds_write"
+    assert failure.detail.startswith("graph replay 7 of 60: n=11, k=5, b2=1, b3=1: a guard band")
     buffers = timed_buffers(shape, 3)
     a_out = buffers["inputs"][0].copy()
     a_out[buffers["layouts"][0].guard + 1] = 7.0  # A's strict upper triangle, set 0

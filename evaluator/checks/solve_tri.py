@@ -32,6 +32,8 @@ The first failure in that order is returned, batches in ggml's order (i3 outer, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from evaluator.report import CheckFailure
@@ -60,10 +62,16 @@ BASELINE_NMSE_FACTOR = 4.0
 GGML_NMSE_MAX_N = 64
 
 
+def shape_words(shape: Sequence[int]) -> str:
+    """``n=…, k=…, b2=…, b3=…``: a solve_tri shape by its parameters' names, as every failure of
+    the op names it (never trsm's m, n)."""
+    n, k, b2, b3 = shape
+    return f"n={n}, k={k}, b2={b2}, b3={b3}"
+
+
 def _problem_words(problem: Problem) -> str:
     """``n=…, k=…, b2=…, b3=…, <layout> layout``: the op's parameters by name."""
-    n, k, b2, b3 = problem.shape
-    return f"n={n}, k={k}, b2={b2}, b3={b3}, {problem.layout} layout"
+    return f"{shape_words(problem.shape)}, {problem.layout} layout"
 
 
 def _where(problem: Problem, batch: tuple[int, int]) -> str:
