@@ -65,7 +65,8 @@ CONNECT_TIMEOUT_S = 30.0
 # :data:`ABANDONED`.
 RECONNECT_POLL_S = 1.0
 # Set in the job's own process when its watchdog gave the scheduler up (``evolver.cluster``):
-# an evaluation waiting there (the seed's) stops waiting at once.
+# an evaluation waiting there (the seed's) stops waiting at once. The watch clears it when it
+# ends, so a lost scheduler never fails a later evaluation of the same process.
 ABANDONED = threading.Event()
 
 T = TypeVar("T")

@@ -146,7 +146,10 @@ class EvaluationCluster:
         for ``lost_after_s`` (the client reconnecting meanwhile), it sets :attr:`lost`, ends
         any evaluation waiting in this process (``evaluator.dask_client.ABANDONED``: the
         seed's, evaluated before OpenEvolve's pool exists) and calls ``stop`` (OpenEvolve's
-        graceful shutdown) until the block ends: the pool may start only after the seed."""
+        graceful shutdown) until the block ends: the pool may start only after the seed.
+        ``ABANDONED`` is cleared again when the block ends: it is process-wide, and left set
+        it would fail at once every later evaluation of this process (another job's, or any
+        ``RemoteEvaluations``) with ``scheduler_lost``."""
         from evaluator.dask_client import ABANDONED
 
         done = threading.Event()
@@ -178,6 +181,7 @@ class EvaluationCluster:
         finally:
             done.set()
             thread.join()
+            ABANDONED.clear()  # the lost scheduler was this job's; nothing of it waits now
 
     def champion_verifier(
         self, path: str, bucket: str, dtype: str

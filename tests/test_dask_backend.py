@@ -7,7 +7,9 @@ a compile-only job through a two-worker cluster records every program exactly on
 SIGKILLed while it evaluates a candidate: the scheduler runs that task again on another worker,
 and the job completes without a lost or duplicated program; the scheduler SIGKILLed mid-job:
 the job fails with one line naming it and the resume command, and resumes on another cluster
-to completion; tasks run only on workers of the job's GPU key (a job for key A never on a
+to completion, while ``kernevo dask-worker`` on that scheduler leaves by itself (on a live one
+SIGTERM stops it with 143), and the watchdog's process-wide abandon signal ends with the
+job's watch; tasks run only on workers of the job's GPU key (a job for key A never on a
 worker of key B; a task forced onto the wrong worker is refused by the plugin); Dask's own
 worker command with kernevo's preload joins and evaluates; a passing candidate that beats the
 job's best runs memcheck, then the profile, on the worker's device (GPU functions stood in for);
@@ -25,7 +27,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,6 +37,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session
 
 from db.models import Evaluation, Program
+from evaluator import dask_client
 from evaluator.dask_plugin import (
     EvaluationRequest,
     GpuEvaluationPlugin,
@@ -41,7 +46,7 @@ from evaluator.dask_plugin import (
     gpu_resource,
     run_evaluation,
 )
-from evolver.cluster import ClusterOptions, keys_of
+from evolver.cluster import ClusterOptions, EvaluationCluster, keys_of
 from evolver.dask_worker import nanny_options, physical_gpu
 from evolver.errors import ClusterError
 from evolver.job_config import JobConfig
@@ -98,31 +103,62 @@ def _worker_of(report: dict[str, Any]) -> str:
     return found.group(1)
 
 
+@contextmanager
+def _environment_restored() -> Iterator[None]:
+    """This process's environment as it was once the block ends: a Dask nanny sets the
+    variables of ``distributed.nanny.pre-spawn-environ`` (``OMP_NUM_THREADS=1``,
+    ``PYTHONHASHSEED`` …) in the process that starts it, before each spawn."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in set(os.environ) - set(saved):
+            del os.environ[name]
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _leaves_no_process_state() -> Iterator[None]:
+    """Each test leaves this process as it found it: its environment (every later test and
+    process of the run inherits it) and the watchdog's abandon signal (left set by a failing
+    test, it failed every later evaluation of the process at once: two more tests here)."""
+
+    def environ() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's
+
+    before = environ()
+    yield
+    assert not dask_client.ABANDONED.is_set(), "evaluator.dask_client.ABANDONED left set"
+    assert environ() == before
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    """Two simulated GPU workers in processes (nannies restart a killed one), compile-only."""
+    """Two simulated GPU workers in processes (nannies restart a killed one), compile-only.
+    Worker processes may start processes (``allow_worker_children``'s setting) for this
+    module only, and what the nannies set in this process's environment is taken out again
+    at the end (the rest of the run inherits it otherwise)."""
     import logging
 
+    import dask
     from distributed import Client, LocalCluster
 
-    from evolver.dask_worker import allow_worker_children
-
-    allow_worker_children()
-    local = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        resources={"GPU": 1, gpu_resource("none"): 1},
-        silence_logs=logging.ERROR,
-    )
-    client = Client(local)
-    client.register_plugin(GpuEvaluationPlugin(None, "none"))
-    try:
-        yield client
-    finally:
-        client.close()
-        local.close()
+    with _environment_restored(), dask.config.set({"distributed.worker.daemon": False}):
+        local = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            resources={"GPU": 1, gpu_resource("none"): 1},
+            silence_logs=logging.ERROR,
+        )
+        client = Client(local)
+        client.register_plugin(GpuEvaluationPlugin(None, "none"))
+        try:
+            yield client
+        finally:
+            client.close()
+            local.close()
 
 
 def _kill_a_worker_mid_evaluation(client: Any, killed: list[tuple[str, str]]) -> None:
@@ -231,8 +267,15 @@ def test_scheduler_gone_fails_in_one_line_and_resumes(
     finally:
         killer.join()
         scheduler.kill()
-        worker.send_signal(signal.SIGTERM)
-        worker_output = worker.communicate(timeout=30)[0]
+        # Its scheduler gone, the worker leaves by itself: Dask closes a worker whose scheduler
+        # connection broke, and the nanny with it (about 3 s). A SIGTERM sent once the job has
+        # returned raced that close (the job needs lost_after_s and its shutdown first): under
+        # load the worker had already said "closed" and exited 0.
+        try:
+            worker_output = worker.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker_output = worker.communicate()[0]
     assert outcome.state == "failed"
     failed = [line for line in lines if "failed" in line]
     assert failed == [lines[-1]]
@@ -244,8 +287,12 @@ def test_scheduler_gone_fails_in_one_line_and_resumes(
         lines[-1],
     ), lines[-1]
     assert "Traceback" not in capfd.readouterr().err
-    assert "no GPU, key none" in worker_output and "stopped by SIGTERM" in worker_output
-    assert worker.returncode == 143
+    assert "dask worker cpu-a | no GPU, key none" in worker_output, worker_output
+    assert "dask worker cpu-a | closed" in worker_output, worker_output
+    assert worker.returncode == 0, worker_output
+    # The lost scheduler was that job's: evaluations of this process wait again (left set, the
+    # watchdog's signal failed every later one at once with scheduler_lost).
+    assert not dask_client.ABANDONED.is_set()
     before = _programs(url, outcome.job_id)
 
     resumed = resume_job(
@@ -272,6 +319,66 @@ def test_scheduler_gone_fails_in_one_line_and_resumes(
     assert set(range(newest + 1, ITERATIONS + 3)) <= {p[2] for p in after}
     first = [p[2] for p in after if not p[3]]
     assert len(first) == len(set(first)), "an iteration recorded twice without the re-run mark"
+
+
+def test_the_dask_worker_command_stops_on_sigterm_with_143() -> None:
+    """``kernevo dask-worker`` on a live scheduler: SIGTERM closes it with its line and 143
+    (with its scheduler gone it leaves by itself instead, exit 0: the test above)."""
+    from distributed import Scheduler, SpecCluster
+
+    options = {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"}
+    with SpecCluster(workers={}, scheduler={"cls": Scheduler, "options": options}) as spec:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "kernevo.cli", "dask-worker", "--compile-only",
+             "--scheduler", spec.scheduler_address, "--name", "cpu-t"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        assert worker.stdout is not None
+        output: list[str] = []
+        started = threading.Event()
+
+        def read(stream: Any) -> None:
+            for line in stream:
+                output.append(line)
+                if line.startswith("dask worker cpu-t | no GPU, key none"):
+                    started.set()
+
+        reader = threading.Thread(target=read, args=(worker.stdout,), daemon=True)
+        reader.start()
+        try:
+            assert started.wait(60), "".join(output)  # its signal handlers are in place
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 143, "".join(output)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+            reader.join(timeout=10)
+    assert "dask worker cpu-t | stopped by SIGTERM" in "".join(output), "".join(output)
+
+
+def test_a_lost_scheduler_abandons_the_waits_of_its_process_only_while_watched() -> None:
+    """The watchdog's process-wide signal (``dask_client.ABANDONED``) ends with the watch: a
+    scheduler lost by one job fails no later evaluation of the same process."""
+    address = "tcp://127.0.0.1:9"
+    gone = SimpleNamespace(status="connecting", scheduler=SimpleNamespace(address=address))
+    options = ClusterOptions(scheduler=address, lost_after_s=0.0)
+    evaluation = EvaluationCluster(gone, options, "none", [], None)
+    stopped = threading.Event()
+    with evaluation.watching(stopped.set):
+        assert stopped.wait(10), "the watchdog did not stop the job"
+        assert dask_client.ABANDONED.is_set()  # the seed's wait, if any, ends now
+    assert evaluation.lost == (
+        f"the Dask scheduler {address} stopped answering (unreachable for 0 s)"
+    )
+    assert not dask_client.ABANDONED.is_set()
+    # A watch that ends without a loss leaves it clear too, whatever set it before.
+    dask_client.ABANDONED.set()
+    running = SimpleNamespace(status="running", scheduler=gone.scheduler)
+    live = EvaluationCluster(running, options, "none", [], None)
+    with live.watching(stopped.set):
+        assert not dask_client.ABANDONED.is_set()
+    assert live.lost is None and not dask_client.ABANDONED.is_set()
 
 
 def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
@@ -314,8 +421,6 @@ def test_tasks_run_only_on_workers_of_their_gpu_key(tmp_path: Path) -> None:
         assert report.failure is not None and report.failure.check == "evaluation_deadline"
         assert report.metrics()["combined_score"] == 0.0
         # The job's watchdog gave the scheduler up: a wait in its process ends at once.
-        from evaluator import dask_client
-
         waiting = RemoteEvaluations(
             spec.scheduler_address,
             JobContext("trsm_small", None, "float32", "sm_90", "sim-c"),
@@ -475,30 +580,32 @@ def test_the_seed_on_a_gpu_worker_and_its_gpu_process_dies_with_it() -> None:
     from evolver.cluster import start_local_cluster
 
     source = get_path("trsm_small").seed_source()
-    cluster = start_local_cluster((0,), compile_only=False)
-    try:
-        with Client(cluster) as client:
-            (key,) = keys_of(client.scheduler_info(n_workers=-1)["workers"])
-            context = JobContext("trsm_small", None, "float64", "sm_90", key)
-            remote = RemoteEvaluations(cluster.scheduler_address, context, wait_s=600)
-            try:
-                report = remote.evaluate(source, None, JobBest(None))
-                assert report.status == "ok", report.failure
-                assert report.gpu is not None and report.gpu.key == key
-                assert report.combined_score > 0 and report.timings
-                (address,) = client.scheduler_info(n_workers=-1)["workers"]
-                child = client.run(_gpu_child_pid, workers=[address])[address]
-                worker_pid = client.run(os.getpid, workers=[address])[address]
-                assert child is not None
-                os.kill(worker_pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10
-                while _alive(child) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                assert not _alive(child), "the GPU worker process outlived the Dask worker"
-                client.wait_for_workers(1, timeout=120)
-                again = remote.evaluate(source, None, JobBest(None))
-                assert again.status == "ok", again.failure
-            finally:
-                remote.close()
-    finally:
-        cluster.close()
+    # start_local_cluster drops CUDA_VISIBLE_DEVICES, its nanny adds Dask's variables.
+    with _environment_restored():
+        cluster = start_local_cluster((0,), compile_only=False)
+        try:
+            with Client(cluster) as client:
+                (key,) = keys_of(client.scheduler_info(n_workers=-1)["workers"])
+                context = JobContext("trsm_small", None, "float64", "sm_90", key)
+                remote = RemoteEvaluations(cluster.scheduler_address, context, wait_s=600)
+                try:
+                    report = remote.evaluate(source, None, JobBest(None))
+                    assert report.status == "ok", report.failure
+                    assert report.gpu is not None and report.gpu.key == key
+                    assert report.combined_score > 0 and report.timings
+                    (address,) = client.scheduler_info(n_workers=-1)["workers"]
+                    child = client.run(_gpu_child_pid, workers=[address])[address]
+                    worker_pid = client.run(os.getpid, workers=[address])[address]
+                    assert child is not None
+                    os.kill(worker_pid, signal.SIGKILL)
+                    deadline = time.monotonic() + 10
+                    while _alive(child) and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    assert not _alive(child), "the GPU worker process outlived the Dask worker"
+                    client.wait_for_workers(1, timeout=120)
+                    again = remote.evaluate(source, None, JobBest(None))
+                    assert again.status == "ok", again.failure
+                finally:
+                    remote.close()
+        finally:
+            cluster.close()
