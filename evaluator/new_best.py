@@ -150,7 +150,10 @@ class MemcheckOutcome:
 
     failure: CheckFailure | None
     ran: bool
-    shapes: tuple[tuple[int, int], ...] = ()
+    shapes: tuple[tuple[int, ...], ...] = ()
+    # The clean shapes in the op's own terms (``PathSpec.shape_text``: "m=33 n=31", "n=64 k=6
+    # b2=4 b3=2"), comma-separated, for the report's note.
+    clean_at: str = ""
 
 
 def memcheck(
@@ -162,7 +165,7 @@ def memcheck(
     sanitizer = sanitizer or find_tool("compute-sanitizer")
     if sanitizer is None:
         return MemcheckOutcome(None, ran=False)
-    clean: list[tuple[int, int]] = []
+    clean: list[tuple[int, ...]] = []
     for shape in memcheck_shapes(spec):
         failure = run_sanitizer(
             sanitizer, "memcheck", cubin, spec.path_id, dtype, shape, gpu_index,
@@ -171,7 +174,8 @@ def memcheck(
         if failure is not None:
             return MemcheckOutcome(failure, ran=True, shapes=tuple(clean))
         clean.append(shape)
-    return MemcheckOutcome(None, ran=True, shapes=tuple(clean))
+    clean_at = ", ".join(spec.shape_text(shape) for shape in clean)
+    return MemcheckOutcome(None, ran=True, shapes=tuple(clean), clean_at=clean_at)
 
 
 def gate_new_best(
@@ -196,8 +200,8 @@ def gate_new_best(
         report.fail("wrong", outcome.failure)
         return False
     if outcome.ran:
-        shapes = ", ".join(f"m={m} n={n}" for m, n in outcome.shapes)
-        report.notes.append(f"memcheck before becoming the job's best: clean at {shapes}")
+        where = outcome.clean_at or ", ".join(str(shape) for shape in outcome.shapes)
+        report.notes.append(f"memcheck before becoming the job's best: clean at {where}")
     else:
         report.notes.append(NO_SANITIZER_NOTE)
     return best.record(report.combined_score)

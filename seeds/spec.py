@@ -248,6 +248,18 @@ class PathSpec:
         """
         return ops.get_op(self.op).param_names
 
+    def shape_text(self, shape: Shape) -> str:
+        """``shape`` in the op's own terms: ``"m=64 n=64"`` for trsm, ``"n=64 k=6 b2=4 b3=2"``
+        for solve_tri, ``"n=1024 bandwidth=32"`` for band_bidiag.
+
+        Raises:
+            ValueError: ``shape`` has another length than the op has parameters.
+        """
+        names = self.params
+        if len(shape) != len(names):
+            raise ValueError(f"{self.path_id}: shape {tuple(shape)} is not ({', '.join(names)})")
+        return " ".join(f"{name}={value}" for name, value in zip(names, shape, strict=True))
+
     @property
     def bucket_names(self) -> tuple[str, ...]:
         """The names of the path's shape buckets, in order (one: ``shape_bucket``)."""

@@ -61,7 +61,9 @@ class FakeMemcheck:
         return self.outcome
 
 
-CLEAN = MemcheckOutcome(None, ran=True, shapes=((33, 31), (64, 64)))
+CLEAN = MemcheckOutcome(
+    None, ran=True, shapes=((33, 31), (64, 64)), clean_at="m=33 n=31, m=64 n=64"
+)
 
 
 # --- the job-wide record ----------------------------------------------------------------------
@@ -244,7 +246,9 @@ def test_memcheck_runs_the_ragged_and_the_largest_timed_shape(tmp_path: Path) ->
 
     outcome = memcheck(b"cubin", SPEC, "float64", 0, str(fake_sanitizer(tmp_path, None)))
 
-    assert outcome == MemcheckOutcome(None, ran=True, shapes=((33, 31), (64, 64)))
+    assert outcome == MemcheckOutcome(
+        None, ran=True, shapes=((33, 31), (64, 64)), clean_at="m=33 n=31, m=64 n=64"
+    )
     ran = calls(tmp_path)
     assert len(ran) == 2
     for line, (m, n) in zip(ran, [(33, 31), (64, 64)], strict=True):
@@ -418,3 +422,24 @@ def test_the_driver_version_falls_back_to_nvidia_smi(
     assert tools.nvidia_driver_version() is None
     monkeypatch.setattr(tools, "find_tool", lambda name: None)
     assert tools.nvidia_driver_version() is None
+
+
+@pytest.mark.parametrize(
+    ("path_id", "shapes", "text"),
+    [
+        ("trsm_small", ((33, 31),), "m=33 n=31"),
+        ("solve_tri", ((64, 6, 4, 2), (7, 3, 1, 1)), "n=64 k=6 b2=4 b3=2, n=7 k=3 b2=1 b3=1"),
+        ("band_bidiag", ((1024, 32),), "n=1024 bandwidth=32"),
+    ],
+)
+def test_the_memcheck_note_names_each_ops_own_shape_terms(path_id, shapes, text, monkeypatch):
+    """On the H200 the first solve_tri job failed at its first new best: the note unpacked every
+    shape as trsm's (m, n) and a 4-parameter shape raised ValueError."""
+    spec = get_path(path_id)
+    monkeypatch.setattr(new_best, "memcheck_shapes", lambda _spec: list(shapes))
+    monkeypatch.setattr(new_best, "run_sanitizer", lambda *args: None)
+    outcome = new_best.memcheck(b"", spec, spec.dtypes[0], 0, sanitizer="compute-sanitizer")
+    assert outcome == MemcheckOutcome(None, ran=True, shapes=shapes, clean_at=text)
+    report = passed(3.0)
+    assert gate_new_best(report, JobBest(None), lambda: outcome)
+    assert f"memcheck before becoming the job's best: clean at {text}" in report.notes

@@ -127,7 +127,6 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #define TB_THREADS (TB_WARPS * KV_WARP)
 #define TB_ROWS (TB_NB / KV_WARP)  // rows of the block each lane holds, per column
 #define TB_CTA_COLS (TB_WARPS * TB_COLS)
-#define TB_PANEL_LOADS ((TB_PANEL * TB_NB + TB_THREADS - 1) / TB_THREADS)  // per thread
 static_assert(TB_NB % KV_WARP == 0 && KV_WARP % TB_PANEL == 0, "NB must tile by 32, 32 by PANEL");
 
 extern "C" __global__ void kernevo_block_size(int* cfg) { cfg[0] = TB_NB; }
@@ -203,16 +202,10 @@ trsm_blocked_diag_kernel(const scalar_t* __restrict__ A, int lda, int m, scalar_
       if (q >= mb) break;
       if (q + TB_PANEL <= k_begin) continue;
       __syncthreads();  // every warp is done with the previous panel
-      // All of a thread's loads issued before any is stored: a rolled loop waits out one
-      // global-memory latency per element (the first cut of this kernel did, 8 of them per
-      // panel at 256 threads: ~100 us per 256-block inversion on the H200).
-#pragma unroll
-      for (int i = 0; i < TB_PANEL_LOADS; ++i) {
-        const int idx = threadIdx.x + i * TB_THREADS;
+      for (int idx = threadIdx.x; idx < TB_PANEL * TB_NB; idx += TB_THREADS) {
         const int k = q + idx / TB_NB;
         const int row = idx % TB_NB;
-        if (idx < TB_PANEL * TB_NB)
-          panel[idx] = (k < mb && row >= k && row < mb) ? D[(long)k * lda + row] : kv_zero();
+        panel[idx] = (k < mb && row >= k && row < mb) ? D[(long)k * lda + row] : kv_zero();
       }
       __syncthreads();
       const int k_end = min(q + TB_PANEL, mb);
