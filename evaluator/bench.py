@@ -38,7 +38,7 @@ def format_rows(label: str, report: EvaluationReport) -> list[str]:
             f"| {label} | {report.dtype} | FAILED: {report.failure and report.failure.describe()} |"
         ]
     return [
-        f"| {label} | {report.dtype} | {t.m}×{t.n} "
+        f"| {label} | {report.dtype} | {'×'.join(str(v) for v in t.problem)} "
         f"| {t.baseline_us:.2f} ± {t.baseline_spread_us:.2f} "
         f"| {t.candidate_us:.2f} ± {t.candidate_spread_us:.2f} | {t.speedup:.2f}× "
         f"| {t.speedup_low:.2f}–{t.speedup_high:.2f} | {100 * t.noise_floor:.1f} % "
@@ -49,8 +49,9 @@ def format_rows(label: str, report: EvaluationReport) -> list[str]:
 
 
 HEADER = (
-    "| kernel | dtype | m×n | cuBLAS µs (IQR) | kernel µs (IQR) | speedup | 95 % interval "
-    "| noise floor | verdict | plausibility floor µs | cuBLAS 1-call µs | kernel 1-call µs |\n"
+    "| kernel | dtype | shape (the op's parameters) | baseline µs (IQR) | kernel µs (IQR) "
+    "| speedup | 95 % interval | noise floor | verdict | plausibility floor µs "
+    "| baseline 1-call µs | kernel 1-call µs |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
