@@ -40,7 +40,7 @@ from evaluator.new_best import JobBest, gate_new_best, memcheck
 from evaluator.parent_context import current_parent
 from evaluator.pipeline import Evaluator
 from evaluator.profile import attach_profile
-from evaluator.report import EvaluationReport
+from evaluator.report import CheckFailure, EvaluationReport
 
 __all__ = ["evaluate", "evaluate_stage1", "evaluate_stage2", "hold_to_parent", "read_program"]
 
@@ -63,6 +63,11 @@ def _evaluator() -> Evaluator:
             bucket=os.environ.get("KERNEVO_EVAL_BUCKET") or None,
         )
     return _EVALUATOR
+
+
+# The check an infra_error report names when the new-best gate (memcheck, then the profile)
+# raised instead of returning.
+NEW_BEST_ERROR = "new_best_gate_error"
 
 
 def _job_best() -> JobBest:
@@ -112,8 +117,23 @@ def evaluate(program_path: str) -> EvaluationResult:
     gpu_index = evaluator.gpu_index
     if report.passed and gpu_index is not None:
         spec, dtype = evaluator.spec, evaluator.dtype
-        if gate_new_best(report, _job_best(), lambda: memcheck(cubin, spec, dtype, gpu_index)):
-            attach_profile(evaluator, cubin, report)
+        # An exception here would reach OpenEvolve as a result without the job's feature
+        # metrics, which fails the whole job (the H200's first solve_tri job died at its first
+        # new best this way): our fault, not the candidate's, so it is reported and the job
+        # goes on. The gate failing: an infra_error candidate (score 0, the error in its
+        # report). The profile failing after the gate let it in: a note; it stays the best.
+        try:
+            became_best = gate_new_best(
+                report, _job_best(), lambda: memcheck(cubin, spec, dtype, gpu_index)
+            )
+        except Exception as exc:  # noqa: BLE001
+            report.fail("infra_error", CheckFailure(NEW_BEST_ERROR, detail=f"{exc!r}"))
+            became_best = False
+        if became_best:
+            try:
+                attach_profile(evaluator, cubin, report)
+            except Exception as exc:  # noqa: BLE001
+                report.notes.append(f"no profile: attach_profile raised {exc!r}")
     return _finish(source, report)
 
 

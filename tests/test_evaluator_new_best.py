@@ -333,6 +333,40 @@ def test_evaluate_memchecks_then_profiles_only_a_new_best(job: SimpleNamespace) 
     assert job.memchecked == [b"cubin of kernel A"] and job.profiled == [b"cubin of kernel A"]
 
 
+def test_an_exception_in_the_new_best_gate_is_an_infra_error_not_a_dead_job(
+    job: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the H200 the first solve_tri job died at its first new best: the gate raised, and
+    OpenEvolve, given no metrics, failed the whole job. The candidate is now an infra_error
+    report with every metric OpenEvolve's feature map reads, and the job goes on."""
+
+    def boom(*args: Any) -> None:
+        raise ValueError("too many values to unpack (expected 2)")
+
+    monkeypatch.setattr(entry, "memcheck", boom)
+    job.program.write_text("kernel A")
+    result = entry.evaluate(str(job.program))
+    assert result.metrics["combined_score"] == 0.0 and "registers" in result.metrics
+    [written] = [p for p in job.reports.glob("*.json") if p.name != RECORD_NAME]
+    report = EvaluationReport.from_json(written.read_text())
+    assert (report.status, report.failure.check) == ("infra_error", entry.NEW_BEST_ERROR)
+    assert "too many values to unpack" in report.failure.detail
+
+
+def test_a_profile_that_raises_leaves_the_new_best_passed_with_a_note(
+    job: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*args: Any) -> None:
+        raise RuntimeError("ncu went away")
+
+    monkeypatch.setattr(entry, "attach_profile", boom)
+    job.program.write_text("kernel A")
+    assert entry.evaluate(str(job.program)).metrics["combined_score"] == 2.0
+    [written] = [p for p in job.reports.glob("*.json") if p.name != RECORD_NAME]
+    report = EvaluationReport.from_json(written.read_text())
+    assert report.passed and any("ncu went away" in note for note in report.notes)
+
+
 # --- on the GPU -------------------------------------------------------------------------------
 
 SEED = SPEC.seed_source()
