@@ -9,10 +9,11 @@ whole solve (its diagonal-block kernel, the GEMMs, the copy back), of its invers
 (``TrsmBlockedDriver.invert_raw``: the paper's Table 3 split; GEMM time = solve − inversion),
 and of cuBLAS ?trsm, interleaved in every round; GFLOP/s by LAWN 41's count for TRSM (side L:
 m²·n flops real, 4·m²·n complex: a complex multiply-add is 8 real flops, a real one 2); and the
-largest LAPACK xTRT02 ratio over B's columns of each solution, ‖b − A·x‖₁ / (‖A‖₁·‖x‖₁·m·ε),
-computed on the GPU in float64 (complex128), which must stay under 30 (LAPACK testing's
-threshold). Every graph copies a pristine B into the work B before each solve (TRSM works in
-place); a graph of the copies alone is timed and subtracted.
+largest LAPACK xTRT02 ratio over B's columns of each solution, ‖b_j − A·x_j‖₁ / (‖A‖₁·‖x_j‖₁·ε)
+with ε the unit roundoff and no factor m, computed on the GPU in float64 (complex128) by the
+evaluator's own check (``evaluator.checks.lapack_ratio``), which must stay under its threshold
+(30, LAPACK testing's). Every graph copies a pristine B into the work B before each solve (TRSM
+works in place); a graph of the copies alone is timed and subtracted.
 
 Inputs: A lower triangular with off-diagonals N(0, 1)/√m and diagonal magnitudes in [1, 2]
 (bounded growth), NaN in the strict upper triangle (BLAS never reads it); B N(0, 1). This is a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from evaluator.checks.lapack_ratio import LAPACK_THRESHOLD, lapack_ratios
 from evaluator.compile import compile_cubin
 from seeds.registry import get_path
 
-LAPACK_THRESHOLD = 30.0  # LAPACK TESTING/LIN: THRESH in dtest.in / ztest.in
 COMPLEX = ("complex64", "complex128")
 
 
@@ -104,23 +106,13 @@ def make_problem(m: int, n: int, dtype: str, seed: int) -> tuple[Any, Any]:
     return cupy.asfortranarray(a.astype(dtype)), cupy.asfortranarray(normal(m, n).astype(dtype))
 
 
-def trt02_ratio(a: Any, b: Any, x: Any, dtype: str) -> float:
-    """The largest LAPACK xTRT02 ratio over the columns: ‖b_j − A·x_j‖₁ / (‖A‖₁·‖x_j‖₁·m·ε),
-    ‖A‖₁ the largest column sum of |tril(A)|, in float64 (complex128) on the device; inf when
-    x holds a non-finite value."""
-    import cupy
-
-    wide = np.complex128 if dtype in COMPLEX else np.float64
-    if not bool(cupy.isfinite(x).all()):
-        return float("inf")
-    m = a.shape[0]
-    lower = cupy.tril(cupy.nan_to_num(a, nan=0.0)).astype(wide)
-    residual = b.astype(wide) - lower @ x.astype(wide)
-    a_norm = float(cupy.abs(lower).sum(axis=0).max())
-    x_norm = cupy.abs(x.astype(wide)).sum(axis=0)
-    eps = float(np.finfo(np.dtype(dtype)).eps)
-    ratios = cupy.abs(residual).sum(axis=0) / (a_norm * cupy.maximum(x_norm, 1e-300) * m * eps)
-    return float(ratios.max())
+def trt02_ratio(a: Any, b: Any, x: Any) -> float:
+    """The largest LAPACK xTRT02 ratio over the columns of ``x`` (``lapack_ratios``: no factor
+    m, ε = u, the products widened to float64 / complex128), computed where the arrays live
+    (CuPy on the device, NumPy on the host); inf when ``x`` holds a non-finite value."""
+    if not bool(np.isfinite(x).all()):  # NumPy's ufunc runs as CuPy's on a device array
+        return math.inf
+    return float(lapack_ratios(a, b, x).max())
 
 
 def calls_per_graph(m: int, n: int, dtype: str) -> int:
@@ -166,7 +158,7 @@ def bench_shape(driver: Any, vendor: Any, dtype: str, m: int, n: int, rounds: in
             restore()
             bodies[key]()
             stream.synchronize()
-            ratios[key] = trt02_ratio(a, b, work, dtype)
+            ratios[key] = trt02_ratio(a, b, work)
         if blocked:
             inversion()
         graphs = {}

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         x = solver(a, b)
         cupy.cuda.Device().synchronize()
         wall_us = (time.perf_counter() - start) * 1e6
-        ratio = trt02_ratio(a, b_copy, x, args.dtype)
+        ratio = trt02_ratio(a, b_copy, x)
         worst = max(worst, ratio)
         decision = solver.explain(m, n)
         route = (
