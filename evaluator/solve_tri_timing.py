@@ -57,16 +57,25 @@ Solver = Callable[..., None]
 SET_BYTES_BUDGET = 64 * 2**20
 MIN_CALLS, MAX_CALLS = 2, 16
 SAMPLES, WARMUP = 60, 5
+# Replays whose inputs are drawn at once (each refresh copies its own slice in), as many as fit
+# this many bytes, at most MAX_REPLAYS_PER_DRAW: a draw costs a few dozen launches from Python
+# whatever its size, and one per replay made timing 15.6 s of a candidate's 22 s on the H200
+# (docs/RESULTS.md section 16).
+DRAW_BYTES_BUDGET = 512 * 2**20
+MAX_REPLAYS_PER_DRAW = 16
 
 
 def timing_plan(shape: SolveTriShape) -> dict[str, int]:
-    """``calls`` (solves per graph, each on its own input set), ``samples``, ``warmup`` and
-    ``single_calls`` for ``shape`` (n, k, b2, b3): calls = SET_BYTES_BUDGET / (bytes of one
-    set's A and B), within [MIN_CALLS, MAX_CALLS]."""
+    """``calls`` (solves per graph, each on its own input set), ``samples``, ``warmup``,
+    ``single_calls`` and ``replays_per_draw`` for ``shape`` (n, k, b2, b3): calls =
+    SET_BYTES_BUDGET / (bytes of one set's A and B), within [MIN_CALLS, MAX_CALLS]; replays per
+    draw = DRAW_BYTES_BUDGET / (bytes of one replay's sets), within [1, MAX_REPLAYS_PER_DRAW]."""
     n, k, b2, b3 = shape
     per_set = FLOAT_BYTES * b2 * b3 * (n * n + n * k)
     calls = max(MIN_CALLS, min(MAX_CALLS, SET_BYTES_BUDGET // per_set))
-    return {"calls": calls, "samples": SAMPLES, "warmup": WARMUP, "single_calls": calls}
+    replays = max(1, min(MAX_REPLAYS_PER_DRAW, DRAW_BYTES_BUDGET // (calls * per_set)))
+    return {"calls": calls, "samples": SAMPLES, "warmup": WARMUP, "single_calls": calls,
+            "replays_per_draw": replays}  # fmt: skip
 
 
 def bytes_moved(shape: SolveTriShape) -> int:
@@ -194,12 +203,15 @@ def time_shape(
     samples: int = SAMPLES,
     warmup: int = WARMUP,
     single_calls: int = MAX_CALLS,
+    replays_per_draw: int = 1,
     seed: int = 12345,
 ) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]:
     """Time ``candidate`` (a driver's ``solve_raw``) at ``shape`` (n, k, b2, b3) against
     ``baseline`` (``CublasSolveTri``, rebound to the timing stream) and ``rivals`` (name →
     solver of the candidate's signature), all in the same rounds (module docstring). ``seed``
-    starts the device's draws of the timed inputs and fixes the bootstrap's resampling.
+    starts the device's draws of the timed inputs and fixes the bootstrap's resampling;
+    ``replays_per_draw`` replays' inputs are drawn at once (every replay still sees sets no
+    other replay saw).
 
     Returns the candidate's :class:`ShapeTiming` (``shape`` set, ``m = n = 0``), one
     :class:`RivalTiming` per rival, and the first failure: the audits of the timed outputs,
@@ -247,13 +259,19 @@ def time_shape(
     outputs = {key: b_layout.allocate(cupy, f32) for key in launches}
     cupy.cuda.Device().synchronize()  # the buffers' guard values are in place before any stream
 
+    bank: dict[str, Any] = {"a": None, "b": None, "next": replays_per_draw}
+
     def refresh() -> None:
         # In place (the graphs hold these addresses), on the timing stream: ordered before the
         # next replay and outside its events.
         with stream:
-            a_sets, b_sets = draw_sets(rng, shape, calls)
-            a_layout.payload(a_buf)[...] = a_sets
-            b_layout.payload(b_buf)[...] = b_sets
+            if bank["next"] == replays_per_draw:
+                bank["a"], bank["b"] = draw_sets(rng, shape, calls * replays_per_draw)
+                bank["next"] = 0
+            first = bank["next"] * calls
+            bank["next"] += 1
+            a_layout.payload(a_buf)[...] = bank["a"][first : first + calls]
+            b_layout.payload(b_buf)[...] = bank["b"][first : first + calls]
 
     def inputs_copy() -> tuple[Any, Any]:
         with stream:

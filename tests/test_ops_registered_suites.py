@@ -108,6 +108,11 @@ def test_the_timing_plan_fits_the_sets_in_its_budget():
     plan = tri_timing.timing_plan((64, 64, 8, 32))  # 8 MiB of A and B per set
     assert plan["calls"] == 8 and plan["single_calls"] == 8
     assert tri_timing.timing_plan((4096, 4096, 64, 1))["calls"] == tri_timing.MIN_CALLS
+    # Draws for many replays at once (one per replay cost 15.6 s a candidate on the H200),
+    # within the draw budget: 8 sets of 8 MiB per replay, 8 replays in 512 MiB.
+    assert plan["replays_per_draw"] == 8
+    assert tri_timing.timing_plan((64, 6, 4, 2))["replays_per_draw"] == 16
+    assert tri_timing.timing_plan((4096, 4096, 64, 1))["replays_per_draw"] == 1
     floor = tri_timing.plausibility_floor_us((64, 6, 4, 2), 4.8e12, 2.0)
     assert floor == pytest.approx(1.0)  # the launch term: 0.5 x 2 us; the bytes take 0.005 us
 
