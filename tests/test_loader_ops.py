@@ -40,7 +40,7 @@ from kernevo.client import service_fetcher
 from kernevo.resolver import Resolver
 from kernevo.solver import OpSolver, check_problem
 from seeds import ops, registry
-from seeds.ops.band_bidiag import lapack_gbbrd
+from seeds.band_bidiag.lapack import gbbrd
 from seeds.ops.spec import OpSpec, ShapeParam
 from seeds.spec import ShapeBucket, UnknownDtypeError
 from seeds.trsm_small.spec import TRSM_SMALL
@@ -322,7 +322,7 @@ class BandDriver:
 
     def solve(self, band: Any, stream: Any = None) -> tuple[Any, Any]:
         self.shapes.append(band.shape)
-        return lapack_gbbrd(np.asarray(band))
+        return gbbrd(np.asarray(band))
 
 
 def test_band_bidiag_takes_a_band_and_returns_d_and_e_by_bucket_or_lapack(other_ops, tmp_path):
@@ -332,7 +332,7 @@ def test_band_bidiag_takes_a_band_and_returns_d_and_e_by_bucket_or_lapack(other_
 
     def host_lapack(band: Any) -> tuple[Any, Any]:
         fallen.append(band.shape)
-        return lapack_gbbrd(np.asarray(band))
+        return gbbrd(np.asarray(band))
 
     solver = solver_for("band_bidiag", service, tmp_path, driver, host_lapack)
     rng = np.random.default_rng(5)

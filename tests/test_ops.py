@@ -4,6 +4,7 @@ device id stand in for CuPy arrays); band_bidiag's LAPACK fallback against NumPy
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import sys
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from seeds import ops, registry
+from seeds.band_bidiag.lapack import gbbrd
 from seeds.ops import band_bidiag, solve_tri, trsm
 from seeds.ops.spec import (
     INT32_MAX,
@@ -302,14 +304,15 @@ def dense(ab: np.ndarray) -> np.ndarray:
         (100, 16, np.float32, 2e-5),
     ],
 )
-def test_lapack_gbbrd_keeps_the_singular_values(n, bandwidth, dtype, rtol):
-    """The reduction's bidiagonal has the band matrix's singular values: relative error
+def test_the_fallbacks_gbbrd_keeps_the_singular_values(n, bandwidth, dtype, rtol):
+    """The op's fallback routine (the path's binding, ``seeds.band_bidiag.lapack.gbbrd``):
+    the reduction's bidiagonal has the band matrix's singular values: relative error
     against NumPy's SVD of the dense matrix in float64, within a multiple of n·ε of the dtype
     (rtol), measured against the largest singular value."""
     rng = np.random.default_rng(n * 1000 + bandwidth)
     ab = upper_band(rng, n, bandwidth, dtype)
     kept = ab.copy()
-    d, e = band_bidiag.lapack_gbbrd(ab)
+    d, e = gbbrd(ab)
     assert d.dtype == dtype and e.dtype == dtype and d.shape == (n,) and e.shape == (n - 1,)
     assert np.array_equal(ab, kept)  # the band is not written
     bidiagonal = np.diag(d.astype(np.float64)) + np.diag(e.astype(np.float64), 1)
@@ -318,11 +321,29 @@ def test_lapack_gbbrd_keeps_the_singular_values(n, bandwidth, dtype, rtol):
     np.testing.assert_allclose(got, expected, rtol=0, atol=rtol * expected[0] + 1e-300)
 
 
-def test_lapack_gbbrd_refuses_what_it_cannot_reduce():
-    with pytest.raises(TypeError, match="float32 or float64"):
-        band_bidiag.lapack_gbbrd(np.zeros((2, 4), np.complex128))
-    with pytest.raises(ValueError, match="n >= 1"):
-        band_bidiag.lapack_gbbrd(np.zeros((2, 0)))
+def test_the_fallback_reduces_through_the_paths_binding(monkeypatch: pytest.MonkeyPatch):
+    """``BandBidiagCall.fallback`` copies the band to the host, runs the path's ?gbbrd and
+    copies d, e back (a host stand-in for CuPy's copies): the same bits as calling it."""
+    fake_cupy = SimpleNamespace(
+        asnumpy=lambda x: np.array(x), asarray=lambda x: np.array(x),
+        cuda=SimpleNamespace(Device=lambda index: contextlib.nullcontext()),
+    )  # fmt: skip
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    ab = upper_band(np.random.default_rng(3), 50, 6, np.float32)
+    band = on_device(ab, "F")
+    d, e = band_bidiag.BandBidiagCall().fallback(band)
+    expected = gbbrd(ab)
+    assert np.array_equal(d, expected[0]) and np.array_equal(e, expected[1])
+    assert d.dtype == np.float32 and np.array_equal(band, ab)
+
+
+def test_the_fallbacks_gbbrd_refuses_what_it_cannot_reduce():
+    """Before LAPACK sees it: a band with no row (no diagonal) would reach ?gbbrd as KU = −1."""
+    with pytest.raises(ValueError, match="float32 or float64"):
+        gbbrd(np.zeros((2, 4), np.complex128))
+    for empty in ((2, 0), (0, 4)):
+        with pytest.raises(ValueError, match="n >= 1"):
+            gbbrd(np.zeros(empty))
 
 
 def test_the_op_modules_import_nothing_of_cuda():

@@ -2,6 +2,9 @@
 SciPy's ``scipy.linalg.cython_lapack`` capsules, called with ctypes on each capsule's function
 pointer (SciPy's Python-level ``scipy.linalg.lapack`` wraps neither routine).
 
+The one binding of ?gbbrd in the repository: the path's reference and baseline call it, and so
+does the op's loader fallback (``seeds.ops.band_bidiag.BandBidiagCall.fallback``).
+
 These are the LAPACK SciPy links (OpenBLAS's bundled reference LAPACK in SciPy's wheels):
 ?gbbrd is reference code built on plane rotations (xLARTG, xROT), single-threaded whatever
 BLAS threading is set to; ?bdsqr with no vectors runs dqds (xLASQ1). SciPy is imported on first
@@ -73,12 +76,14 @@ def gbbrd(band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         (d, e): the diagonal (n,) and superdiagonal (n − 1,) in the band's dtype.
 
     Raises:
-        ValueError: a dtype other than float32/float64, or a malformed band.
+        ValueError: a dtype other than float32/float64, or a band that is not 2-D or is empty
+            (no row: no diagonal; no column: n = 0).
         LapackError: INFO ≠ 0 (an illegal argument: a bug here).
+        ModuleNotFoundError: SciPy is not installed.
     """
     letter = _letter(band.dtype)
-    if band.ndim != 2 or band.shape[1] < 1:
-        raise ValueError(f"band must be (BW + 1, n); got shape {band.shape}")
+    if band.ndim != 2 or band.shape[0] < 1 or band.shape[1] < 1:
+        raise ValueError(f"band must be (BW + 1, n) with n >= 1; got shape {band.shape}")
     ldab, n = band.shape
     ab = np.array(band, dtype=band.dtype, order="F", copy=True)
     d = np.zeros(n, dtype=band.dtype)

@@ -7,14 +7,14 @@ The band is given in LAPACK's band storage (``?gbbrd`` with kl = 0, ku = BW): an
 of shape (BW + 1, n) with ``ab[BW + i - j, j] = A[i, j]`` for max(0, j − BW) ≤ i ≤ j, the
 diagonal in the last row; column-major (Fortran order, ldab = BW + 1) for a champion kernel.
 The loader's callable (:class:`BandBidiagCall`) is ``solver(band) -> (d, e)``, never writing
-``band``; its fallback is LAPACK ``?gbbrd`` on the host's CPU (:func:`lapack_gbbrd`: SciPy's
-LAPACK, the single-threaded reference code), with the band copied from the device and d, e
-copied back.
+``band``; its fallback is LAPACK ``?gbbrd`` on the host's CPU (SciPy's LAPACK, the
+single-threaded reference code), with the band copied from the device and d, e copied back.
+The binding is the band_bidiag path's (``seeds.band_bidiag.lapack.gbbrd``), the one its
+reference and its baseline call.
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 from .spec import INT32_MAX, OpSpec, ShapeParam, ShapeRelation, device_index
@@ -61,74 +61,6 @@ def check_band(band: Any) -> tuple[int, int]:
     return n, bandwidth
 
 
-def _lapack_routine(dtype_char: str) -> Any:
-    """SciPy's ``?gbbrd`` (``scipy.linalg.cython_lapack``) as a ctypes function.
-
-    Raises:
-        ModuleNotFoundError: SciPy is not installed (``pip install scipy``).
-    """
-    from scipy.linalg import cython_lapack
-
-    capsule = cython_lapack.__pyx_capi__[f"{dtype_char}gbbrd"]
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
-    real = ctypes.c_float if dtype_char == "s" else ctypes.c_double
-    integer, scalars = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(real)
-    # ?gbbrd(vect, m, n, ncc, kl, ku, ab, ldab, d, e, q, ldq, pt, ldpt, c, ldc, work, info)
-    prototype = ctypes.CFUNCTYPE(
-        None, ctypes.c_char_p, integer, integer, integer, integer, integer, scalars, integer,
-        scalars, scalars, scalars, integer, scalars, integer, scalars, integer, scalars, integer,
-    )  # fmt: skip
-    return prototype(address), real
-
-
-def lapack_gbbrd(ab: Any) -> tuple[Any, Any]:
-    """LAPACK ``?gbbrd`` (vect = 'N', kl = 0, ku = BW, m = n) on a host band ``ab`` of shape
-    (BW + 1, n) in upper band storage (NumPy, float32 or float64; not modified): d (n) and
-    e (n − 1) of the upper bidiagonal form, in ``ab``'s dtype. O(n²·BW) flops on one core.
-
-    Raises:
-        TypeError: ``ab`` is not float32 or float64.
-        ValueError: not 2-D or empty.
-        RuntimeError: LAPACK returned INFO < 0 (an argument it refused: our bug).
-        ModuleNotFoundError: SciPy is not installed.
-    """
-    import numpy
-
-    if ab.dtype.char not in "fd":
-        raise TypeError(f"band must be float32 or float64, got {ab.dtype}")
-    if ab.ndim != 2 or ab.shape[0] < 1 or ab.shape[1] < 1:
-        raise ValueError(f"band must be (bandwidth + 1, n) with n >= 1, got shape {ab.shape}")
-    routine, real = _lapack_routine("s" if ab.dtype.char == "f" else "d")
-    work_band = numpy.array(ab, order="F", copy=True)  # ?gbbrd overwrites its band
-    ldab, n = work_band.shape
-    d = numpy.zeros(n, ab.dtype)
-    e = numpy.zeros(max(n - 1, 1), ab.dtype)
-    work = numpy.zeros(2 * n, ab.dtype)
-    unused = numpy.zeros(1, ab.dtype)  # Q, P^T and C: not formed (vect = 'N', ncc = 0)
-
-    def integer(value: int) -> Any:
-        return ctypes.byref(ctypes.c_int(value))
-
-    def scalars(array: Any) -> Any:
-        return array.ctypes.data_as(ctypes.POINTER(real))
-
-    info = ctypes.c_int(0)
-    routine(
-        b"N", integer(n), integer(n), integer(0), integer(0), integer(ldab - 1),
-        scalars(work_band), integer(ldab), scalars(d), scalars(e), scalars(unused), integer(1),
-        scalars(unused), integer(1), scalars(unused), integer(1), scalars(work),
-        ctypes.byref(info),
-    )  # fmt: skip
-    if info.value != 0:
-        raise RuntimeError(f"?gbbrd returned INFO = {info.value}")
-    return d, e[: n - 1]
-
-
 class BandBidiagCall:
     """The loader's call of ``band_bidiag`` (``seeds.ops.spec.OpCall``): ``solver(band)``
     returns (d, e) as device arrays of ``band``'s dtype and never writes ``band``. A champion
@@ -164,12 +96,15 @@ class BandBidiagCall:
         return d, e
 
     def fallback(self, band: Any) -> tuple[Any, Any]:
-        """LAPACK ``?gbbrd`` on the host (:func:`lapack_gbbrd`), d and e copied to ``band``'s
-        device."""
+        """LAPACK ``?gbbrd`` on the host (``seeds.band_bidiag.lapack.gbbrd``), d and e copied
+        to ``band``'s device."""
         import cupy
 
+        # Here, as CuPy is: the registry imports this module, and the binding imports NumPy.
+        from ..band_bidiag.lapack import gbbrd
+
         check_band(band)
-        d, e = lapack_gbbrd(cupy.asnumpy(band))
+        d, e = gbbrd(cupy.asnumpy(band))
         with cupy.cuda.Device(device_index(band)):
             return cupy.asarray(d), cupy.asarray(e)
 
