@@ -438,6 +438,7 @@ def fetch_champion(
     key: ChampionKey,
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
+    token: str | None = None,
     **shape: int,
 ) -> FetchOutcome:
     """Ask the service for the verified kernel of ``key.path`` for ``op`` at the shape given by
@@ -454,7 +455,8 @@ def fetch_champion(
     at a time) keeps only that daemon thread, never the caller, until the server stops sending
     or one read waits as long as was left of ``timeout_s``. The body is streamed and refused
     past :data:`MAX_RESPONSE_BYTES`. ``transport`` replaces the network (tests pass an
-    ``httpx.MockTransport``).
+    ``httpx.MockTransport``). ``token``: sent as ``Authorization: Bearer <token>`` (a service
+    with ``KERNEVO_API_KERNELS_REQUIRE_READ=true`` answers 401 without a read token).
 
     Never raises for a network or service failure: returns ``unreachable`` (transport error, or
     no complete answer within ``timeout_s``), ``not_found`` (404), ``invalid`` (another status,
@@ -470,7 +472,7 @@ def fetch_champion(
 
     def run() -> None:
         try:
-            outcome.append(_fetch_until(url, params, key, deadline, timeout_s, transport))
+            outcome.append(_fetch_until(url, params, key, deadline, timeout_s, transport, token))
         except Exception as error:
             # An exception in a thread would only be printed, and the caller would report a
             # timeout instead: hand it over as the reason the fetch failed.
@@ -500,6 +502,7 @@ def _fetch_until(
     deadline: float,
     timeout_s: float,
     transport: httpx.BaseTransport | None,
+    token: str | None = None,
 ) -> FetchOutcome:
     """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap."""
     # A timeout of 0 would make the socket non-blocking (an instant failure), not "time's up".
@@ -507,6 +510,8 @@ def _fetch_until(
     # The service does not compress; asking for none keeps a compressed body from growing
     # many times over in one decoded chunk before the cap is checked.
     headers = {"Accept-Encoding": "identity"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         with (
             httpx.Client(timeout=timeout, transport=transport) as client,
@@ -585,9 +590,11 @@ def service_fetcher(
     op: str,
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
+    token: str | None = None,
 ) -> Callable[..., FetchOutcome]:
     """A fetch function ``(key, *shape) -> FetchOutcome`` bound to one service and op, the
-    shape's values in the op's parameter order (trsm: ``fetch(key, m, n)``).
+    shape's values in the op's parameter order (trsm: ``fetch(key, m, n)``); ``token`` as
+    :func:`fetch_champion` sends it.
 
     Raises:
         seeds.ops.UnknownOpError: ``op`` is not an op of the registry.
@@ -601,6 +608,7 @@ def service_fetcher(
             key=key,
             timeout_s=timeout_s,
             transport=transport,
+            token=token,
             **dict(zip(names, shape, strict=True)),
         )
 

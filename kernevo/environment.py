@@ -69,7 +69,7 @@ CATALOGUE: tuple[Variable, ...] = (
         "API_TOKEN",
         "api/settings.py",
         "a configured API token with the write scope, beside those `kernevo token create` "
-        "makes; clients (`kernevo jobs --api-url`, `kernevo cancel --api-url`) send it",
+        "makes; clients (`kernevo jobs --api-url`, `kernevo cancel --api-url`, the loader) send it",
         "unset: only the database's tokens",
         "a token string of at least 32 characters",
         secret=True,

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from kernevo.environment import http_url_problem, settings_error, warn_once
@@ -16,7 +16,9 @@ from kernevo.keys import DEFAULT_KEY_DIR
 class LoaderSettings(BaseSettings):
     """Where the loader finds the service, keeps its disk cache, and which kernels it trusts.
 
-    Environment variables: ``KERNEVO_API_URL``, ``KERNEVO_CACHE_DIR``,
+    Environment variables: ``KERNEVO_API_URL``, ``KERNEVO_API_TOKEN`` (sent to the service as a
+    bearer token when set: a read token, for a service whose champion routes require one),
+    ``KERNEVO_CACHE_DIR``,
     ``KERNEVO_REQUEST_TIMEOUT_S``; trust: ``KERNEVO_TRUSTED_KEYS`` (comma-separated Ed25519
     public keys, each base64 of the 32 raw bytes or a path to a PEM key file),
     ``KERNEVO_KEY_DIR`` (the local key pair ``kernevo evolve`` creates, default
@@ -41,6 +43,7 @@ class LoaderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KERNEVO_", extra="forbid")
 
     api_url: str = "http://127.0.0.1:8000"
+    api_token: SecretStr | None = None
     cache_dir: Path = Path("~/.cache/kernevo")
     # The first call of each shape waits for the service; ten minutes bounds a unit typo
     # (2000 meant as milliseconds) while allowing any real network.

@@ -1,0 +1,51 @@
+"""The loader's bearer token: with ``KERNEVO_API_TOKEN`` set it is sent to the service, which
+needs a read token on its champion routes when ``KERNEVO_API_KERNELS_REQUIRE_READ=true``
+(without one every fetch was a 401 and every call went to the fallback); unset, no header."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from kernevo.client import ChampionKey, service_fetcher
+from kernevo.settings import LoaderSettings
+
+KEY = ChampionKey("nvidia-h200", "trsm_small", "float64", "m64n64")
+TOKEN = "r" * 40
+
+
+def fetch_headers(token: str | None) -> httpx.Headers:
+    seen: list[httpx.Headers] = []
+
+    def service(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        return httpx.Response(401, json={"detail": "a read token is required"})
+
+    fetch = service_fetcher(
+        "http://127.0.0.1:9", op="trsm", timeout_s=2.0,
+        transport=httpx.MockTransport(service), token=token,
+    )  # fmt: skip
+    outcome = fetch(KEY, 64, 64)
+    assert outcome.status == "invalid" and "401" in outcome.detail
+    return seen[0]
+
+
+def test_the_token_is_sent_as_a_bearer_header():
+    assert fetch_headers(TOKEN)["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_no_token_no_header():
+    assert "authorization" not in fetch_headers(None)
+
+
+def test_the_settings_read_it_from_the_environment_and_never_show_it(monkeypatch):
+    monkeypatch.setenv("KERNEVO_API_TOKEN", TOKEN)
+    settings = LoaderSettings()
+    assert settings.api_token is not None and settings.api_token.get_secret_value() == TOKEN
+    assert TOKEN not in repr(settings) and TOKEN not in str(settings)
+
+
+def test_an_empty_token_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("KERNEVO_API_TOKEN", " ")
+    with pytest.raises(ValueError, match="KERNEVO_API_TOKEN"):
+        LoaderSettings()
