@@ -287,7 +287,7 @@ class EvaluationReport:
             by_shape = any(t.shape for t in self.timings)  # an op other than trsm
             rows = [
                 ("shape  " if by_shape else "m  n  ")
-                + "candidate_us  cublas_us  speedup [95% interval]  noise floor  verdict  "
+                + "candidate_us  baseline_us  speedup [95% interval]  noise floor  verdict  "
                 "(graph-replayed device time)"
             ]
             rows += [

@@ -62,7 +62,7 @@ def promote_best(
 ) -> PromotionOutcome:
     """Verify program ``uid`` (already recorded) on GPU ``gpu_index`` and promote it to champion
     of (path, dtype, ``gpu_key``, shape bucket) when it is fully verified and beats the current
-    champion's score (combined score: geometric-mean speedup over cuBLAS), signed with
+    champion's score (combined score: geometric-mean speedup over the path's baseline), signed with
     ``signing_key`` (default: :func:`configured_signing_key`, read before verification starts).
     ``verify(source, rival_cubin)`` replaces the local ``evaluator.champion.verify_champion``
     (a job on a Dask cluster verifies on a worker of its GPU key: ``evolver.cluster``).

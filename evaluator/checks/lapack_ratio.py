@@ -86,7 +86,8 @@ def lapack_ratios(a: Any, b: Any, x: Any, xp: Any = None) -> Any:
 
     Returns:
         A float64 vector of length n in ``xp``: the ratio per column (not compared with any
-        threshold; NaN where X, B or A's lower triangle holds NaN or Inf).
+        threshold): 1/ε where the column of X holds NaN (its norm is not > 0: DTRT02's exit
+        for XNORM ≤ 0), NaN or inf where B or A's lower triangle holds NaN or Inf.
     """
     xp = xp if xp is not None else _module_of(a)
     wide = np.complex128 if np.dtype(a.dtype).kind == "c" else np.float64
@@ -109,7 +110,7 @@ def check_lapack_ratio(a: Any, b: Any, x: Any, xp: Any = None) -> CheckFailure |
     """``lapack_ratio`` when some column's RESID_j (:func:`lapack_ratios`) is not below
     ``LAPACK_THRESHOLD`` (30, LAPACK's THRESH), naming the worst column; None otherwise.
 
-    A NaN ratio (non-finite X, or a non-finite entry of A's lower triangle or of B) fails too;
+    A NaN ratio (a non-finite entry of A's lower triangle or of B) fails too, as 1/ε does;
     callers check X is finite first (``non_finite_output`` names that better).
     """
     xp = xp if xp is not None else _module_of(a)
