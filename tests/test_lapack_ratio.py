@@ -234,7 +234,7 @@ def test_the_path_check_is_registered_with_its_name():
     assert accuracy.solution_check("lapack_ratio") is accuracy.check_solution_lapack
     assert accuracy.added_check_names("lapack_ratio") == ("lapack_ratio",)
     assert accuracy.added_check_names("host_reference") == ()
-    with pytest.raises(ValueError, match="known: host_reference, lapack_ratio"):
+    with pytest.raises(ValueError, match="known: .*host_reference, lapack_ratio"):
         accuracy.added_check_names("nope")
 
 
