@@ -1003,6 +1003,24 @@ def _seconds(low: float, high: float) -> Callable[[str], float]:
     return parse
 
 
+# --- bench-loader ------------------------------------------------------------------------------
+
+
+def _cmd_bench_loader(args: argparse.Namespace) -> int:
+    """Time the loaded trsm callable, its launch and cuBLAS per call (``kernevo.bench_loader``);
+    1 when a way of solving failed its check, or no GPU."""
+    from kernevo.bench_loader import run, wrong
+    from kernevo.device import NoGpuError
+
+    try:
+        failed = wrong(run(args))
+    except NoGpuError as error:
+        raise CliError(f"bench-loader needs a GPU: {error}") from None
+    if failed:
+        raise CliError(f"wrong results from {', '.join(failed)}")
+    return 0
+
+
 # --- keys --------------------------------------------------------------------------------------
 
 
@@ -1330,6 +1348,13 @@ def _parser() -> argparse.ArgumentParser:
     lock.add_argument("--cache-dir", type=_path_arg, help="default KERNEVO_CACHE_DIR")
     lock.set_defaults(func=_cmd_lock)
     _add_token_commands(commands)
+    from kernevo.bench_loader import add_arguments as bench_loader_arguments
+
+    bench_loader = commands.add_parser(
+        "bench-loader", help="time a loaded kernel per call against its raw launch and cuBLAS"
+    )
+    bench_loader_arguments(bench_loader)
+    bench_loader.set_defaults(func=_cmd_bench_loader)
     return parser
 
 

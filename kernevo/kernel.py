@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from kernevo.client import ChampionKernel
 from kernevo.paths import registry
+
+if TYPE_CHECKING:
+    # A type only: kernevo.client brings httpx and pydantic, which importing the solver (and so
+    # `from kernevo import load`) need not pay for.
+    from kernevo.client import ChampionKernel
 
 
 class KernelDriver(Protocol):

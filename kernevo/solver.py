@@ -5,15 +5,16 @@ cuBLAS's batched TRSM; band_bidiag: LAPACK ?gbbrd on the host CPU; ``seeds.ops``
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernevo.cache import ChampionCache
-from kernevo.client import ChampionKernel, service_fetcher
+from kernevo import launch as launches
 from kernevo.device import GpuInfo, current_gpu
+from kernevo.graphs import CaptureError, stream_is_capturing
 from kernevo.kernel import (
     CompileFn,
     DriverFactory,
@@ -24,13 +25,47 @@ from kernevo.kernel import (
 )
 from kernevo.paths import ops
 from kernevo.paths import spec as path_spec
-from kernevo.resolver import Decision, Resolver
-from kernevo.settings import LoaderSettings
-from kernevo.trust import policy_from_settings
+
+if TYPE_CHECKING:
+    # Imported by load() when it runs: they bring httpx and pydantic, which `from kernevo
+    # import load` need not pay for (the resolver is built by load, its classes are only types).
+    from kernevo.client import ChampionKernel
+    from kernevo.graphs import SolveGraph
+    from kernevo.resolver import Decision, Resolver
 
 log = logging.getLogger("kernevo")
 
 Fallback = Callable[..., Any]
+
+Plan = tuple[Callable[..., Any], "tuple[int, ...] | None"]
+"""How calls of one operand signature run: ``(run, shape)``, ``run(*operands)`` returning what the
+op's callable returns; ``shape`` is the problem's for a kernel launch (a failure there pins it to
+the fallback), ``None`` for the fallback."""
+
+# Plans kept at most (one per operand signature): an application cycling through more
+# signatures than this pays the first-call checks again after the table is emptied.
+MAX_PLANS = 4096
+
+
+def signature(operands: Iterable[Any]) -> tuple[Any, ...]:
+    """What the checks of a call read of its operands: each one's type, shape, strides, dtype
+    and device id. Two calls of one signature are checked alike (``OpCall.shape`` and
+    ``kernel_ready``, the driver's own checks), so the loader checks a signature once.
+
+    Raises:
+        AttributeError: an operand lacks one of these (not an array: the call's checks say so).
+    """
+    return tuple([(type(x), x.shape, x.strides, x.dtype, x.device.id) for x in operands])
+
+
+def _signature_or_none(operands: Iterable[Any]) -> tuple[Any, ...] | None:
+    """:func:`signature`, or ``None`` for operands that have none (never planned)."""
+    try:
+        key = signature(operands)
+        hash(key)
+    except (AttributeError, TypeError):
+        return None
+    return key
 
 
 class OpSolver:
@@ -57,6 +92,16 @@ class OpSolver:
     the kernel overwrites (``OpCall.snapshot``) so that a failure there leaves the operands as
     given.
 
+    The fast path: the first call of an operand :func:`signature` checks the operands, routes
+    the shape, builds the driver and keeps a plan; later calls of that signature look the plan
+    up and launch (a launch prepared once, :mod:`kernevo.launch`, where the driver's kernel
+    arguments are known; else ``OpCall.run``): no checks again, no lock, no logging, no
+    allocation, no host synchronization, no CUDA call but the launch. So once a signature has
+    been called or prepared (:meth:`prepare`) outside capture, its calls may be captured in a CUDA
+    graph by the caller's code (:meth:`capture` does it for a batch); a first call inside a
+    capture raises :class:`kernevo.graphs.CaptureError` rather than fetch, load a module and
+    query the launch geometry (a device-to-host copy) there.
+
     Args:
         resolver: routes shapes for one (op, dtype, GPU) (see :class:`kernevo.resolver.Resolver`).
         driver_factory: ``(path_id, cubin, dtype) -> driver``; tests inject fakes.
@@ -65,6 +110,10 @@ class OpSolver:
         compile_fn: ``(source, options, arch) -> cubin``, used only when the champion's arch
             differs from the device's.
         call: the op's call adapter (``seeds.ops.OpCall``; default a new one of the op's).
+        prepare_launch: ``(driver, operands) -> launch | None``, the launch of a driver prepared
+            once per signature (default :func:`kernevo.launch.prepare`; tests inject fakes).
+        is_capturing: whether CuPy's current stream is capturing a CUDA graph (default
+            :func:`kernevo.graphs.stream_is_capturing`), asked on a signature's first call.
     """
 
     def __init__(
@@ -75,6 +124,8 @@ class OpSolver:
         fallback: Fallback | None = None,
         compile_fn: CompileFn = compile_for_arch,
         call: Any = None,
+        prepare_launch: Callable[[Any, tuple[Any, ...]], Any] = launches.prepare,
+        is_capturing: Callable[[], bool] = stream_is_capturing,
     ) -> None:
         self.op = resolver.op
         self.dtype = resolver.dtype
@@ -85,9 +136,12 @@ class OpSolver:
         self._driver_factory = driver_factory
         self._fallback = fallback if fallback is not None else self._call.fallback
         self._compile_fn = compile_fn
+        self._prepare_launch = prepare_launch
+        self._is_capturing = is_capturing
         self._lock = threading.Lock()
         self._drivers: dict[str, KernelDriver | Exception] = {}
         self._proven: set[tuple[int, ...]] = set()
+        self._plans: dict[tuple[Any, ...], Plan] = {}
 
     def __call__(self, *operands: Any) -> Any:
         """The op on ``operands`` (trsm: ``solver(a, b)`` solves in place in ``b`` and returns
@@ -96,17 +150,20 @@ class OpSolver:
         Raises:
             TypeError: not CuPy arrays, or dtypes the op cannot take.
             ValueError: shapes that do not form a problem of the op.
+            kernevo.graphs.CaptureError: the first call of this signature, inside a CUDA stream
+                capture.
         """
-        shape = tuple(self._call.shape(*operands))
-        decision = self._resolver.resolve(*shape)
-        if decision.route == "kernel" and self._call.kernel_ready(
-            self.dtype, self.gpu.index, *operands
-        ):
-            assert decision.champion is not None
-            ran, result = self._run_kernel(decision.champion, operands, shape)
-            if ran:
-                return result
-        return self._fallback(*operands)
+        try:
+            run, shape = self._plans[signature(operands)]
+        except (KeyError, AttributeError, TypeError):
+            return self._first_call(operands)
+        if shape is None:
+            return run(*operands)
+        try:
+            return run(*operands)
+        except Exception as error:
+            self._pin_to_fallback(shape, error)
+            return self._fallback(*operands)
 
     def explain(self, *shape: int) -> Decision:
         """Where a problem of ``shape`` goes and why (fetches the champions if needed), the
@@ -124,6 +181,115 @@ class OpSolver:
         """
         return self._resolver.resolve(*shape)
 
+    def prepare(self, *operands: Any) -> Decision:
+        """Make calls on operands like these (each of the same type, shape, strides, dtype and
+        device) ready without writing them: check them, route their shape and, where the kernel
+        takes them, run the first call on copies (allocated here), which builds the driver,
+        asks the kernel's launch geometry and prepares its launch. Later calls of that
+        signature, inside a CUDA stream capture too, then only launch. Returns the shape's
+        decision.
+
+        Raises:
+            TypeError, ValueError: as a call on these operands.
+            kernevo.graphs.CaptureError: called inside a CUDA stream capture.
+        """
+        shape = tuple(self._call.shape(*operands))
+        if self._is_capturing():
+            raise CaptureError(self._capture_message(shape))
+        key = _signature_or_none(operands)
+        if key is not None and key not in self._plans:
+            if self._kernel_decision(shape, operands) is None:
+                self._remember(key, (self._fallback, None))
+            else:
+                scratch = tuple(x.copy(order="K") for x in operands)
+                self._first_call(scratch)
+                # A copy may have other strides where the operands' are free (a dimension of
+                # size 1) yet be checked alike: the same contiguity, shape, dtype, device.
+                scratch_key = _signature_or_none(scratch)
+                plan = self._plans.get(scratch_key) if scratch_key is not None else None
+                if plan is not None:
+                    self._remember(key, plan)
+        return self._resolver.resolve(*shape)
+
+    def runs_kernel(self, *operands: Any) -> bool:
+        """Whether calls on these operands launch the champion kernel (``False``: the op's
+        fallback), once :meth:`prepare` or a call has set their signature up; ``False`` before.
+        """
+        key = _signature_or_none(operands)
+        plan = self._plans.get(key) if key is not None else None
+        return plan is not None and plan[1] is not None
+
+    def capture(self, calls: Iterable[Sequence[Any]], *, stream: Any = None) -> SolveGraph:
+        """A CUDA graph of the calls ``solver(*operands)`` for each operand tuple of ``calls``
+        (one shape; :func:`kernevo.graphs.capture`), replayed by ``SolveGraph.replay()``.
+
+        Raises:
+            ValueError: no calls, or calls of different shapes.
+            kernevo.graphs.CaptureError: a call goes to a fallback that cannot be captured.
+        """
+        from kernevo.graphs import capture
+
+        return capture(self, calls, stream=stream)
+
+    def _first_call(self, operands: tuple[Any, ...]) -> Any:
+        """Check the operands, route them, answer the call, and keep the plan of their
+        signature for the calls after."""
+        shape = tuple(self._call.shape(*operands))
+        if self._is_capturing():
+            raise CaptureError(self._capture_message(shape))
+        key = _signature_or_none(operands)
+        decision = self._kernel_decision(shape, operands)
+        if decision is not None:
+            assert decision.champion is not None
+            ran, result = self._run_kernel(decision.champion, operands, shape)
+            if ran:
+                if key is not None:
+                    plan = self._kernel_plan(self._driver(decision.champion), operands)
+                    self._remember(key, (plan, shape))
+                return result
+        if key is not None:
+            self._remember(key, (self._fallback, None))
+        return self._fallback(*operands)
+
+    def _kernel_decision(
+        self, shape: tuple[int, ...], operands: tuple[Any, ...]
+    ) -> Decision | None:
+        """The shape's decision when it routes to the kernel and the kernel takes these arrays
+        as they are (``OpCall.kernel_ready``); ``None`` when the call goes to the fallback."""
+        decision = self._resolver.resolve(*shape)
+        if decision.route == "kernel" and self._call.kernel_ready(
+            self.dtype, self.gpu.index, *operands
+        ):
+            return decision
+        return None
+
+    def _kernel_plan(self, driver: KernelDriver, operands: tuple[Any, ...]) -> Callable[..., Any]:
+        """The launch of ``driver`` prepared for the signature of ``operands``, else the op's
+        ``OpCall.run`` bound to it. A preparation that raises is a loader bug: logged with its
+        traceback, and the driver is called as before."""
+        try:
+            prepared = self._prepare_launch(driver, operands)
+        except Exception:
+            log.warning("kernevo: could not prepare the launch; calling the driver", exc_info=True)
+            prepared = None
+        if prepared is not None:
+            return prepared  # type: ignore[no-any-return]
+        return functools.partial(self._call.run, driver)
+
+    def _remember(self, key: tuple[Any, ...], plan: Plan) -> None:
+        if len(self._plans) >= MAX_PLANS:
+            self._plans = {}
+        self._plans[key] = plan
+
+    def _capture_message(self, shape: tuple[int, ...]) -> str:
+        return (
+            f"kernevo: the first {self.op} call on these operands "
+            f"({self._spec.assignments(shape, ' ')}) is inside a CUDA stream capture; call the "
+            "solver (or solver.prepare) on operands of this shape, layout and dtype once "
+            "before capturing: the first call routes, loads and sizes the launch, which a "
+            "capture cannot hold"
+        )
+
     def _run_kernel(
         self, champion: ChampionKernel, operands: tuple[Any, ...], shape: tuple[int, ...]
     ) -> tuple[bool, Any]:
@@ -138,16 +304,22 @@ class OpSolver:
         except Exception as error:
             if snapshot is not None:
                 self._call.restore(snapshot, *operands)
-            decision = self._resolver.mark_failed(shape, error)
-            log.warning(
-                "kernevo: %s at %s; using %s for this shape",
-                decision.reason,
-                self._spec.assignments(shape, " "),
-                decision.fallback,
-            )
+            self._pin_to_fallback(shape, error)
             return False, None
         self._proven.add(shape)
         return True, result
+
+    def _pin_to_fallback(self, shape: tuple[int, ...], error: Exception) -> None:
+        """Route ``shape`` to the fallback for good after the kernel raised ``error``: the
+        resolver's decision, the plans of its signatures, one warning."""
+        decision = self._resolver.mark_failed(shape, error)
+        self._plans = {key: plan for key, plan in self._plans.items() if plan[1] != shape}
+        log.warning(
+            "kernevo: %s at %s; using %s for this shape",
+            decision.reason,
+            self._spec.assignments(shape, " "),
+            decision.fallback,
+        )
 
     def _driver(self, champion: ChampionKernel) -> KernelDriver:
         """The driver of ``champion``, built once; a build failure is remembered and re-raised."""
@@ -219,6 +391,12 @@ def load(
         kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
             too old, or no device).
     """
+    from kernevo.cache import ChampionCache
+    from kernevo.client import service_fetcher
+    from kernevo.resolver import Resolver
+    from kernevo.settings import LoaderSettings
+    from kernevo.trust import policy_from_settings
+
     check_problem(op, dtype)
     call = ops.get_op(op).call()  # its constructor checks what its fallback needs
     overrides: dict[str, Any] = {}
