@@ -276,6 +276,34 @@ def _choose_key(found: dict[str, list[str]], wanted: str | None, address: str) -
     return gpu_keys[0] if gpu_keys else None
 
 
+def wait_for_workers(client: Any, wanted: str | None, timeout_s: float) -> tuple[str, list[str]]:
+    """The GPU key ``wanted`` (``None``: the one GPU model the workers advertise) and the
+    sorted addresses of its workers on ``client``'s scheduler, once one of them has joined
+    (asked every 0.5 s). ``open_cluster`` finds a job's workers with it, ``kernevo worker
+    --scheduler`` the key its slot claims jobs for.
+
+    Raises:
+        ClusterError: one line: no worker of the key within ``timeout_s`` seconds (the keys
+            seen are named), or several GPU models and none wanted.
+    """
+    address = str(client.scheduler.address)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = keys_of(client.scheduler_info(n_workers=-1)["workers"])
+        key = _choose_key(found, wanted, address)
+        if key is not None and found.get(key):
+            return key, sorted(found[key])
+        if time.monotonic() >= deadline:
+            seen = ", ".join(f"{k} ({len(v)})" for k, v in sorted(found.items())) or "none"
+            what = f"of GPU key {key}" if key is not None else "with a GPU"
+            raise ClusterError(
+                f"no Dask worker {what} joined scheduler {address} within {timeout_s:g} s "
+                f"(workers by key: {seen}); start one with 'kernevo dask-worker --scheduler "
+                "ADDRESS --gpu I'"
+            )
+        time.sleep(0.5)
+
+
 @contextmanager
 def open_cluster(
     options: ClusterOptions, *, compile_only: bool, gpu_key: str | None = None
@@ -309,22 +337,7 @@ def open_cluster(
         raise ClusterError(f"Dask scheduler {address} unreachable: {error}") from None
     try:
         wanted = NO_GPU_KEY if compile_only else (gpu_key or options.gpu_key)
-        deadline = time.monotonic() + options.workers_timeout_s
-        while True:
-            found = keys_of(client.scheduler_info(n_workers=-1)["workers"])
-            key = _choose_key(found, wanted, address)
-            if key is not None and found.get(key):
-                break
-            if time.monotonic() >= deadline:
-                seen = ", ".join(f"{k} ({len(v)})" for k, v in sorted(found.items())) or "none"
-                what = f"of GPU key {key}" if key is not None else "with a GPU"
-                raise ClusterError(
-                    f"no Dask worker {what} joined scheduler {address} within "
-                    f"{options.workers_timeout_s:g} s (workers by key: {seen}); start one with "
-                    "'kernevo dask-worker --scheduler ADDRESS --gpu I'"
-                )
-            time.sleep(0.5)
-        workers = sorted(found[key])
+        key, workers = wait_for_workers(client, wanted, options.workers_timeout_s)
         facts = None
         if key != NO_GPU_KEY:
             answer = client.run(worker_facts, workers=[workers[0]])[workers[0]]

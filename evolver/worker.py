@@ -2,6 +2,9 @@
 
 One worker per GPU host. Each device of ``--gpus`` is a slot that runs one job at a time; a
 ``--compile-only`` worker has one slot and no GPU (evaluations stop after compiling: CPU CI).
+A ``--scheduler`` worker has one slot and no device of its own: its jobs evaluate on the Dask
+workers of their GPU key (``evolver.queue_cluster``), and it claims only while the scheduler
+answers and has a worker of that key.
 Every ``poll_s`` seconds the worker
 
 1. collects the job processes that ended: a job that ran to its end (complete, cancelled,
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from db.heartbeat import MISSED_BEATS
+from evolver.cluster import IN_FLIGHT_PER_WORKER
 from evolver.errors import WorkerError
 from evolver.progress import HEARTBEAT_INTERVAL_S
 from evolver.sqlite_lock import hold_sqlite_file
@@ -51,6 +55,9 @@ from evolver.worker_child import EXIT_BUSY
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
+
+    from evolver.cluster import ClusterOptions
+    from evolver.queue_cluster import SchedulerGate
 
 Write = Callable[[str], None]
 
@@ -72,7 +79,9 @@ POSTGRES_HINT = "set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db"
 @dataclass(frozen=True)
 class WorkerOptions:
     """What ``kernevo worker`` was asked: database, work folder, devices (``gpus`` empty for
-    ``compile_only``), and the queue's timings in seconds (``grace_s`` ≥
+    ``compile_only`` and with a ``cluster``), the Dask cluster its jobs evaluate on
+    (``cluster``: ``--scheduler``, ``--gpu-key``, ``--in-flight``, ``--lost-after-s``; ``None``:
+    this host's devices), and the queue's timings in seconds (``grace_s`` ≥
     :data:`MIN_BEATS_PER_GRACE` × ``heartbeat_s``) and attempt limit."""
 
     database_url: str
@@ -83,13 +92,24 @@ class WorkerOptions:
     grace_s: float = DEFAULT_GRACE_S
     poll_s: float = DEFAULT_POLL_S
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    cluster: ClusterOptions | None = None
 
     def problem(self) -> str | None:
         """Why these options cannot run (one line), or ``None``."""
         if self.compile_only and self.gpus:
             return "--compile-only runs on no GPU: leave out --gpus"
-        if not self.compile_only and not self.gpus:
-            return "a worker needs --gpus, or --compile-only"
+        if self.cluster is not None:
+            if self.gpus:
+                return (
+                    "--gpus runs jobs on this host's devices, --scheduler on the Dask cluster's "
+                    "workers: give one of them"
+                )
+            if self.compile_only and self.cluster.gpu_key is not None:
+                return "--compile-only evaluates under the key none: leave out --gpu-key"
+            if (problem := self.cluster.problem()) is not None:
+                return problem
+        elif not self.compile_only and not self.gpus:
+            return "a worker needs --gpus, --scheduler or --compile-only"
         if len(set(self.gpus)) != len(self.gpus):
             return f"--gpus names a device twice: {','.join(map(str, self.gpus))}"
         if not (self.heartbeat_s > 0 and self.poll_s > 0):
@@ -170,12 +190,15 @@ def check_database(url: str, slots: int) -> Iterator[None]:
         yield
 
 
-def make_slots(options: WorkerOptions) -> list[Slot]:
+def make_slots(options: WorkerOptions, gate: SchedulerGate | None = None) -> list[Slot]:
     """The worker's slots: one per ``--gpus`` device with its GPU key (asked of the driver in a
-    child process, so the worker never touches CUDA), or one compile-only slot.
+    child process, so the worker never touches CUDA), or one compile-only slot, or with a
+    ``gate`` (``--scheduler``) one slot of the key the gate found (``gate.open()`` first).
 
     A GPU slot accepts jobs queued for its GPU key, for any GPU, and compile-only jobs; a
-    compile-only slot only compile-only jobs.
+    compile-only slot only compile-only jobs. A ``--scheduler`` slot accepts jobs of its key
+    and for any GPU (a compile-only one: compile-only jobs): a compile-only job there would
+    need compile-only Dask workers, which a GPU cluster does not have.
 
     Raises:
         NoGpuError: a device of ``--gpus`` does not answer (one line).
@@ -183,6 +206,10 @@ def make_slots(options: WorkerOptions) -> list[Slot]:
     from db.queue import ANY_GPU, NO_GPU
     from evolver.gpu import query_gpu
 
+    if gate is not None:
+        assert gate.gpu_key is not None, "gate.open() first"
+        key = gate.gpu_key
+        return [Slot(None, key, (NO_GPU,) if key == NO_GPU else (key, ANY_GPU))]
     if options.compile_only:
         return [Slot(None, NO_GPU, (NO_GPU,))]
     slots = []
@@ -202,6 +229,8 @@ class Worker:
         self._stop = _Stop()
         self._engine: Engine | None = None
         self.slots: list[Slot] = []
+        self._gate: SchedulerGate | None = None
+        self._unready: str | None = None  # why the gate last refused claims, said once
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -209,8 +238,8 @@ class Worker:
         """Serve the queue until SIGTERM or Ctrl-C; 143 or 130 then (128 + the signal).
 
         Raises:
-            WorkerError, NoGpuError, StoreError, WorkDirError: one line, before any job is
-                claimed.
+            WorkerError, NoGpuError, ClusterError, StoreError, WorkDirError: one line, before
+                any job is claimed.
         """
         from evolver.runner import _prepare_work_root
         from evolver.store import display_url, open_store
@@ -219,28 +248,58 @@ class Worker:
         if problem is not None:
             raise WorkerError(problem)
         with check_database(self.options.database_url, len(self.options.gpus) or 1):
-            self.slots = make_slots(self.options)
-            work_root = _prepare_work_root(self.options.work_dir)
-            self._engine = open_store(self.options.database_url)
-            devices = (
-                "no GPU (compile-only)"
-                if self.options.compile_only
-                else ", ".join(f"GPU {s.index} ({s.gpu_key})" for s in self.slots)
-            )
-            self._say(
-                f"serving {display_url(self.options.database_url)} on {devices}; grace "
-                f"{self.options.grace_s:g} s, heartbeat {self.options.heartbeat_s:g} s; work "
-                f"folder {work_root}"
-            )
-            with self._signals():
-                try:
-                    self._serve()
-                finally:
-                    self._shut_down()
-                    self._engine.dispose()
+            try:
+                self._open_gate()
+                self.slots = make_slots(self.options, self._gate)
+                work_root = _prepare_work_root(self.options.work_dir)
+                self._engine = open_store(self.options.database_url)
+                self._say(
+                    f"serving {display_url(self.options.database_url)} on {self._devices()}; "
+                    f"grace {self.options.grace_s:g} s, heartbeat {self.options.heartbeat_s:g} "
+                    f"s; work folder {work_root}"
+                )
+                with self._signals():
+                    try:
+                        self._serve()
+                    finally:
+                        self._shut_down()
+                        self._engine.dispose()
+            finally:
+                if self._gate is not None:
+                    self._gate.close()
         signum = self._stop.signals[0] if self._stop.signals else signal.SIGTERM
         self._say(f"stopped by {signal.Signals(signum).name}")
         return 128 + signum
+
+    def _open_gate(self) -> None:
+        """With ``--scheduler``: connect and learn the slot's GPU key (``evolver.queue_cluster``).
+
+        Raises:
+            ClusterError: one line (the scheduler does not answer, no GPU worker, several GPU
+                models and no ``--gpu-key``).
+        """
+        if self.options.cluster is None:
+            return
+        from evolver.queue_cluster import SchedulerGate
+
+        self._gate = SchedulerGate(self.options.cluster, compile_only=self.options.compile_only)
+        self._gate.open()
+
+    def _devices(self) -> str:
+        """Where the worker's jobs evaluate, for its first line."""
+        if self._gate is not None:
+            cluster = self.options.cluster
+            assert cluster is not None
+            in_flight = (
+                f"{cluster.in_flight} candidates in flight per job"
+                if cluster.in_flight
+                else f"{IN_FLIGHT_PER_WORKER} candidates in flight per Dask worker of the key"
+            )
+            gate = self._gate
+            return f"Dask scheduler {gate.address} (GPU key {gate.gpu_key}, {in_flight})"
+        if self.options.compile_only:
+            return "no GPU (compile-only)"
+        return ", ".join(f"GPU {s.index} ({s.gpu_key})" for s in self.slots)
 
     def _serve(self) -> None:
         next_beat = 0.0
@@ -355,7 +414,7 @@ class Worker:
         from db import queue
 
         for slot in self.slots:
-            if slot.job_id is not None or self._stop.signals:
+            if slot.job_id is not None or self._stop.signals or not self._gate_open():
                 continue
             with self._session() as s:
                 job = queue.claim_job(
@@ -381,10 +440,27 @@ class Worker:
                 slot.job_id = None
                 continue
             where = "no GPU" if slot.index is None else f"GPU {slot.index}"
+            if self._gate is not None:
+                where = f"Dask scheduler {self._gate.address} ({slot.gpu_key})"
             self._say(
                 f"claimed job {slot.job_id} ({what}, attempt {slot.attempt}) on {where}; "
                 f"pid {slot.process.pid}"
             )
+
+    def _gate_open(self) -> bool:
+        """Whether a ``--scheduler`` worker may claim now (always without one); says once when
+        it stops claiming and why, and once when it claims again."""
+        if self._gate is None:
+            return True
+        reason = self._gate.unready()
+        if reason != self._unready:
+            if reason is not None:
+                self._say(f"not claiming: {reason}; queued jobs wait")
+            else:
+                address, key = self._gate.address, self._gate.gpu_key
+                self._say(f"claiming again: scheduler {address} has a Dask worker of {key}")
+            self._unready = reason
+        return reason is None
 
     def _start(self, slot: Slot) -> subprocess.Popen[bytes]:
         """Start the job process of ``slot`` (``python -m evolver.worker_child``), from the main
@@ -404,6 +480,12 @@ class Worker:
         ]
         if slot.index is not None:
             command += ["--gpu", str(slot.index)]
+        cluster = self.options.cluster
+        if cluster is not None:  # the row's GPU key picks the workers (open_cluster's resume)
+            command += ["--scheduler", str(cluster.scheduler)]
+            command += ["--lost-after-s", f"{cluster.lost_after_s!r}"]
+            if cluster.in_flight is not None:
+                command += ["--in-flight", str(cluster.in_flight)]
         return subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
     # --- stopping -----------------------------------------------------------------------------

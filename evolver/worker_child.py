@@ -7,6 +7,10 @@ environment), then runs it through the runner's resume path (``evolver.runner.re
 job that never ran starts from the seed, a job returned to the queue after its worker died
 continues from its newest sound checkpoint in ``$KERNEVO_WORK_DIR/job-N`` (the same folder on
 every worker host, or it restarts from the seed, keeping the programs recorded before).
+With ``--scheduler`` (a ``kernevo worker --scheduler`` slot) the job evaluates on that Dask
+cluster's workers of the row's GPU key, as ``kernevo evolve --resume N --scheduler`` would: a
+scheduler lost mid-job fails it with the runner's one line (``failed``, resumable with the
+command that line names; the worker leaves a failed job as it is).
 
 It dies with the worker: ``evaluator.parent_watch.die_with_parent`` arms the kernel's
 parent-death signal (the worker's main thread starts it) and a watchdog; OpenEvolve's pool
@@ -28,6 +32,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evolver.cluster import ClusterOptions
 
 EXIT_ERROR = 1
 # Another process runs the job (it holds the job's lock): the worker gives its claim up and
@@ -86,9 +94,17 @@ def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
         engine.dispose()
 
 
-def run_claimed_job(job_id: int, *, gpu: int | None, database_url: str, work_dir: Path) -> int:
+def run_claimed_job(
+    job_id: int,
+    *,
+    gpu: int | None,
+    database_url: str,
+    work_dir: Path,
+    cluster: ClusterOptions | None = None,
+) -> int:
     """Run the claimed job ``job_id`` on device ``gpu`` (``None``: its configured device, a
-    compile-only job none) and return the exit status (see the module notes).
+    compile-only job none), or on the Dask cluster of ``cluster`` (the workers of the row's GPU
+    key), and return the exit status (see the module notes).
 
     Raises:
         EvolverError, RepositoryError, DatabaseUnavailableError: one-line errors before the
@@ -109,6 +125,7 @@ def run_claimed_job(job_id: int, *, gpu: int | None, database_url: str, work_dir
         settings=settings,
         database_url=database_url,
         write=ConsoleWriter(),
+        cluster=cluster,
         resume_hint=RETURNED_TO_QUEUE,
     )
     if outcome.signal is not None:
@@ -123,7 +140,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", type=int, help="device index (omitted: no GPU)")
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--work-dir", type=Path, required=True)
+    parser.add_argument("--scheduler", help="evaluate on this Dask scheduler's workers")
+    parser.add_argument("--in-flight", type=int, help="with --scheduler: candidates at once")
+    parser.add_argument(
+        "--lost-after-s", type=float, help="with --scheduler: seconds it may stay unreachable"
+    )
     return parser
+
+
+def _cluster(args: argparse.Namespace) -> ClusterOptions | None:
+    """The cluster of ``--scheduler`` (``None`` without: the local device, Dask not imported)."""
+    if args.scheduler is None:
+        return None
+    from evolver.cluster import DEFAULT_LOST_AFTER_S, ClusterOptions
+
+    lost = DEFAULT_LOST_AFTER_S if args.lost_after_s is None else args.lost_after_s
+    return ClusterOptions(scheduler=args.scheduler, in_flight=args.in_flight, lost_after_s=lost)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,7 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return run_claimed_job(
-            args.job, gpu=args.gpu, database_url=args.database_url, work_dir=args.work_dir
+            args.job,
+            gpu=args.gpu,
+            database_url=args.database_url,
+            work_dir=args.work_dir,
+            cluster=_cluster(args),
         )
     except JobStopped as stop:
         stop_handled()

@@ -185,7 +185,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     }
 
     write = ConsoleWriter()
-    cluster = _cluster_options(args)
+    cluster = _cluster_options(args, local=True)
 
     if args.resume is not None:
         if args.config is not None:
@@ -223,21 +223,29 @@ def _evolve_job(args: argparse.Namespace) -> int:
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
 
 
-def _cluster_options(args: argparse.Namespace) -> Any:
-    """``ClusterOptions`` of ``--scheduler``/``--gpus`` (``None`` without either: the local
-    GPU, and Dask is not imported); ``--gpu-key``/``--in-flight`` need one of them."""
-    if not args.scheduler and not args.gpus:
-        for given, option in ((args.gpu_key, "--gpu-key"), (args.in_flight, "--in-flight")):
+def _cluster_options(args: argparse.Namespace, *, local: bool) -> Any:
+    """``ClusterOptions`` of ``--scheduler`` (or, ``local``, evolve's ``--gpus``: a cluster
+    started here; the worker's ``--gpus`` are its own devices), ``None`` without one: the local
+    GPU, and Dask is not imported; ``--gpu-key``/``--in-flight``/``--lost-after-s`` need one."""
+    gpus = args.gpus if local else None
+    if not args.scheduler and not gpus:
+        needs = "--scheduler or --gpus" if local else "--scheduler"
+        for given, option in (
+            (args.gpu_key, "--gpu-key"),
+            (args.in_flight, "--in-flight"),
+            (args.lost_after_s, "--lost-after-s"),
+        ):
             if given is not None:
-                args.parser.error(f"{option} needs --scheduler or --gpus (a Dask cluster)")
+                args.parser.error(f"{option} needs {needs} (a Dask cluster)")
         return None
-    from evolver.cluster import ClusterOptions
+    from evolver.cluster import DEFAULT_LOST_AFTER_S, ClusterOptions
 
     options = ClusterOptions(
         scheduler=args.scheduler,
-        gpus=args.gpus or (),
+        gpus=gpus or (),
         gpu_key=args.gpu_key,
         in_flight=args.in_flight,
+        lost_after_s=args.lost_after_s or DEFAULT_LOST_AFTER_S,
     )
     if (problem := options.problem()) is not None:
         args.parser.error(problem)
@@ -846,16 +854,18 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from evolver.worker import Worker, WorkerOptions
 
     settings = read_settings(EvolverSettings)
-    gpus = args.gpus or (() if args.compile_only else (settings.gpu,))
+    cluster = _cluster_options(args, local=False)
+    local = () if args.compile_only or cluster is not None else (settings.gpu,)
     options = WorkerOptions(
         database_url=args.database_url or DatabaseSettings().database_url,
         work_dir=args.work_dir or settings.work_dir,
-        gpus=gpus,
+        gpus=args.gpus or local,
         compile_only=args.compile_only,
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
         poll_s=args.poll_s,
         max_attempts=args.max_attempts,
+        cluster=cluster,
     )
     problem = options.problem()
     if problem is not None:
@@ -1212,6 +1222,39 @@ def _add_gpu_arguments(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> None:
+    """The Dask cluster a job evaluates on (``_cluster_options``): ``--scheduler``, with
+    ``local`` evolve's ``--gpus`` (a cluster started for the job), ``--gpu-key``,
+    ``--in-flight``, ``--lost-after-s``."""
+    command.add_argument(
+        "--scheduler",
+        type=_scheduler,
+        help="evaluate on this Dask cluster (tcp://host:8786; workers: kernevo dask-worker)",
+    )
+    if local:
+        command.add_argument(
+            "--gpus",
+            type=_gpu_list,
+            help="evaluate on a Dask cluster of these local devices, started for the job (0,1)",
+        )
+    command.add_argument(
+        "--gpu-key",
+        type=_gpu_key_arg,
+        help="with a cluster of several GPU models: the one to evaluate on (nvidia-h200)",
+    )
+    command.add_argument(
+        "--in-flight",
+        type=_int_in(1, 4096, "a number of candidates"),
+        help="with a cluster: candidates evaluated at once (default 2 per worker of the GPU key)",
+    )
+    command.add_argument(
+        "--lost-after-s",
+        type=_seconds(1, 86400),
+        help="with a cluster: seconds the scheduler may stay unreachable before a job stops, "
+        "failed; 1..86400 (default 30)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -1271,26 +1314,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     evolve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     evolve.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
-    evolve.add_argument(
-        "--scheduler",
-        type=_scheduler,
-        help="evaluate on this Dask cluster (tcp://host:8786; workers: kernevo dask-worker)",
-    )
-    evolve.add_argument(
-        "--gpus",
-        type=_gpu_list,
-        help="evaluate on a Dask cluster of these local devices, started for the job (0,1)",
-    )
-    evolve.add_argument(
-        "--gpu-key",
-        type=_gpu_key_arg,
-        help="with a cluster of several GPU models: the one to evaluate on (nvidia-h200)",
-    )
-    evolve.add_argument(
-        "--in-flight",
-        type=_int_in(1, 4096, "a number of candidates"),
-        help="with a cluster: candidates evaluated at once (default 2 per worker of the GPU key)",
-    )
+    _add_cluster_arguments(evolve, local=True)
     evolve.set_defaults(func=_cmd_evolve)
 
     serve = commands.add_parser("serve", help="run the REST service")
@@ -1368,10 +1392,15 @@ def _add_queue_commands(commands: Any) -> None:
         MIN_BEATS_PER_GRACE,
     )
 
-    worker = commands.add_parser("worker", help="claim queued jobs and run them (one per GPU)")
+    worker = commands.add_parser(
+        "worker", help="claim queued jobs and run them (one per GPU, or one on a Dask cluster)"
+    )
     worker.set_defaults(parser=worker, func=_cmd_worker)
     worker.add_argument(
-        "--gpus", type=_gpu_list, help="device indices, e.g. 0,1 (default KERNEVO_GPU or 0)"
+        "--gpus",
+        type=_gpu_list,
+        help="this host's device indices, e.g. 0,1 (default KERNEVO_GPU or 0; not with "
+        "--scheduler)",
     )
     worker.add_argument(
         "--compile-only",
@@ -1380,6 +1409,7 @@ def _add_queue_commands(commands: Any) -> None:
     )
     worker.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     worker.add_argument("--work-dir", type=_path_arg, help="default KERNEVO_WORK_DIR (./runs)")
+    _add_cluster_arguments(worker, local=False)  # one slot; its jobs evaluate on the cluster
     for name, default, high, meaning in (
         ("heartbeat-s", DEFAULT_HEARTBEAT_S, 3600, "seconds between heartbeats"),
         (
