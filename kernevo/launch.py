@@ -84,28 +84,38 @@ def _known_class(name: str) -> type:
     return cls
 
 
-def _cupy_launch() -> tuple[LaunchKernel, StreamPointer]:
-    """CuPy's ``cuLaunchKernel`` (binding the thread to the device's primary context when it
-    has none: :data:`_INVALID_CONTEXT`) and a reader of CuPy's current stream's handle."""
-    import cupy
+def _cupy_launch() -> tuple[LaunchKernel, Callable[[BaseException], bool]]:
+    """CuPy's ``cuLaunchKernel``, and what a launch that raised does before it is made again:
+    ``recover(error)`` binds the thread to the device's primary context and says ``True`` when
+    ``error`` is :data:`_INVALID_CONTEXT`, else ``False`` (the error is the caller's)."""
     from cupy.cuda import driver, runtime
 
-    current = cupy.cuda.get_current_stream
-    launch_kernel = driver.launchKernel
+    def recover(error: BaseException) -> bool:
+        if not isinstance(error, driver.CUDADriverError):
+            return False
+        if getattr(error, "status", None) != _INVALID_CONTEXT:
+            return False
+        runtime.memGetInfo()  # a runtime call: binds the current device's primary context
+        return True
 
-    def launch(*args: int) -> None:
-        try:
-            launch_kernel(*args)
-        except driver.CUDADriverError as error:
-            if getattr(error, "status", None) != _INVALID_CONTEXT:
-                raise
-            runtime.memGetInfo()  # a runtime call: binds the current device's primary context
-            launch_kernel(*args)
+    return driver.launchKernel, recover
+
+
+def _cupy_stream_pointer() -> StreamPointer:
+    """A reader of CuPy's current stream's handle."""
+    import cupy
+
+    current = cupy.cuda.get_current_stream
 
     def stream_pointer() -> int:
         return int(current().ptr)
 
-    return launch, stream_pointer
+    return stream_pointer
+
+
+def _never(error: BaseException) -> bool:
+    """No recovery: an injected launch's errors are the caller's."""
+    return False
 
 
 def trsm_small_launch(
@@ -131,10 +141,11 @@ def trsm_small_launch(
         seeds.driver.GeometryError: the candidate's launch for (m, n) does not fit the device
             (not raised after the driver's first solve of the shape: the geometry is cached).
     """
-    if launch_kernel is None or stream_pointer is None:
-        default_launch, default_stream = _cupy_launch()
-        launch_kernel = launch_kernel or default_launch
-        stream_pointer = stream_pointer or default_stream
+    recover = _never
+    if launch_kernel is None:
+        launch_kernel, recover = _cupy_launch()
+    if stream_pointer is None:
+        stream_pointer = _cupy_stream_pointer()
     m, n = (int(d) for d in b.shape)
     geometry = driver.compiled.geometry(m, n)
     function = int(driver.compiled.kernel.ptr)
@@ -155,20 +166,15 @@ def trsm_small_launch(
         with lock:
             a_arg.value = a.data.ptr
             b_arg.value = b.data.ptr
-            launch_kernel(function, gx, gy, gz, bx, by, bz, shared, stream_pointer(), params_ptr, 0)
+            args = (function, gx, gy, gz, bx, by, bz, shared, stream_pointer(), params_ptr, 0)
+            try:
+                launch_kernel(*args)
+            except Exception as error:
+                if not recover(error):
+                    raise
+                launch_kernel(*args)
         return b
 
     # params points into ints (and params_ptr into params): they must live as long as launch.
     launch.buffers = (ints, params)  # type: ignore[attr-defined]
     return launch
-
-
-def read_params(params_ptr: int, layout: tuple[type, ...]) -> tuple[int, ...]:
-    """The values a ``void*[]`` kernel parameter block at ``params_ptr`` points to, read as the
-    ctypes types of ``layout`` in order (``(c_uint64, c_uint64, c_int32, …)``): what
-    ``cuLaunchKernel`` would copy. For tests and the benchmark's cross-checks."""
-    pointers = (ctypes.c_void_p * len(layout)).from_address(params_ptr)
-    return tuple(
-        int(kind.from_address(pointer).value)  # type: ignore[attr-defined]
-        for kind, pointer in zip(layout, pointers, strict=True)
-    )

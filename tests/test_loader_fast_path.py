@@ -62,6 +62,16 @@ FUNCTION = 0xF00D  # the fake module's kernel handle
 # --- fakes for the prepared launch -----------------------------------------------------------
 
 
+def read_params(params_ptr: int, layout: tuple[type, ...]) -> tuple[int, ...]:
+    """The values a ``void*[]`` kernel parameter block at ``params_ptr`` points to, read as the
+    ctypes types of ``layout`` in order: what ``cuLaunchKernel`` copies."""
+    pointers = (ctypes.c_void_p * len(layout)).from_address(params_ptr)
+    return tuple(
+        int(kind.from_address(pointer).value)  # type: ignore[attr-defined]
+        for kind, pointer in zip(layout, pointers, strict=True)
+    )
+
+
 class FakeCompiledKernel:
     """What ``TrsmSmallDriver`` and the loader use of ``seeds.driver.CompiledKernel``, on no
     device: a kernel handle, the geometry (each request counted: the real one runs the
@@ -103,7 +113,7 @@ class LaunchRecorder:
                  shared: int, stream: int, params: int, extra: int) -> None:  # fmt: skip
         if self.fail_at is not None and len(self.calls) + 1 >= self.fail_at:
             raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
-        values = launches.read_params(params, PARAMS)
+        values = read_params(params, PARAMS)
         self.calls.append((function, (gx, gy, gz), (bx, by, bz), shared, stream, values, extra))
 
 
@@ -377,9 +387,15 @@ def test_a_hundred_calls_through_a_driver_without_a_prepared_launch(
 
 
 def test_signature_reads_type_shape_strides_dtype_and_device() -> None:
-    a = unowned((3, 4))
-    assert signature((a,)) == ((cupy.ndarray, (3, 4), (8, 24), np.dtype("float64"), 0),)
-    assert signature((a,)) != signature((unowned((3, 4), order="C"),))
+    a, b = unowned((3, 4)), unowned((3, 4), order="C")
+    f64 = np.dtype("float64")
+    assert signature((a,)) == (cupy.ndarray, (3, 4), (8, 24), f64, 0)
+    assert signature((a, b)) == (
+        cupy.ndarray, (3, 4), (8, 24), f64, 0, cupy.ndarray, (3, 4), (32, 8), f64, 0,
+    )  # fmt: skip
+    assert signature((a, b, a)) == signature((a, b)) + signature((a,))
+    fake = on_device(np.ones((2, 3)))  # no CuPy memory pointer: its device.id
+    assert signature((fake,)) == (DeviceArray, (2, 3), (8, 16), f64, 0)
     with pytest.raises(AttributeError):
         signature((np.ones(3),))  # NumPy 2's device is the string "cpu"
 
@@ -534,26 +550,27 @@ def test_a_thread_without_a_context_gets_one_and_launches_again(
 ) -> None:
     """A launch prepared in one thread and called from a thread that never made a CUDA call
     meets CUDA_ERROR_INVALID_CONTEXT once: a runtime call binds the primary context, then the
-    launch is made again. Any other error is the caller's."""
+    launch is made again with the same parameters. Any other error is the caller's."""
     from cupy.cuda import driver, runtime
 
     attempts: list[tuple[int, ...]] = []
     contexts = Counter()
 
     def launch_kernel(*args: int) -> None:
-        attempts.append(args)
+        attempts.append((*args[:10], *read_params(args[9], PARAMS)))
         if len(attempts) == 1:
             raise _driver_error(status)
 
     monkeypatch.setattr(driver, "launchKernel", launch_kernel)
     monkeypatch.setattr(runtime, "memGetInfo", contexts)
-    launch, _ = launches._cupy_launch()
-    args = (FUNCTION, 1, 1, 1, 32, 1, 1, 0, STREAM, 0, 0)
+    trsm, a, b = fake_trsm_small_driver(), unowned((4, 4)), unowned((4, 4))
+    launch = launches.trsm_small_launch(trsm, a, b, stream_pointer=lambda: STREAM)
 
     if retried:
-        launch(*args)
-        assert attempts == [args, args] and contexts.calls == 1
+        assert launch(a, b) is b
+        assert len(attempts) == 2 and attempts[0] == attempts[1] and contexts.calls == 1
+        assert attempts[0][-6:] == (a.data.ptr, b.data.ptr, 4, 4, 4, 4)
     else:
         with pytest.raises(driver.CUDADriverError):
-            launch(*args)
-        assert attempts == [args] and contexts.calls == 0
+            launch(a, b)
+        assert len(attempts) == 1 and contexts.calls == 0
