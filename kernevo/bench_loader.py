@@ -367,9 +367,12 @@ def graph_us(fn: Callable[[], Any], calls: int, replays: int, stream: Any) -> fl
     return float(statistics.median(per_call))
 
 
-def _variants(solver: Any, a: Any, b: Any, stream: Any, vendor: Any) -> dict[str, Callable]:
+def _variants(
+    solver: Any, a: Any, b: Any, vendor: Any, drivers: dict[str, Any]
+) -> dict[str, Callable[[], Any]]:
     """The ways of solving ``a``, ``b`` in place (module doc), by name, in :data:`VARIANTS`
-    order; ``launch`` and ``driver`` only when the loaded callable launches a kernel."""
+    order; ``launch`` and ``driver`` only when the loaded callable launches a kernel, through a
+    driver of the champion kept in ``drivers`` (by cubin digest) for the shapes after."""
     from kernevo import launch as launches
     from kernevo.fallback import cublas_trsm
     from kernevo.kernel import build_driver
@@ -380,7 +383,10 @@ def _variants(solver: Any, a: Any, b: Any, stream: Any, vendor: Any) -> dict[str
     if solver.runs_kernel(a, b) and decision.champion is not None:
         # A driver of its own (the same cubin loaded again), so that the loaded callable's
         # state is not what is measured.
-        driver = build_driver(decision.champion, solver.gpu.arch)
+        digest = decision.champion.cubin_sha256
+        if digest not in drivers:
+            drivers[digest] = build_driver(decision.champion, solver.gpu.arch)
+        driver = drivers[digest]
         prepared = launches.prepare(driver, (a, b))
         if prepared is not None:
             ways["launch"] = lambda: prepared(a, b)
@@ -395,10 +401,19 @@ def _variants(solver: Any, a: Any, b: Any, stream: Any, vendor: Any) -> dict[str
 
 
 def measure_shape(
-    solver: Any, dtype: str, m: int, n: int, *, calls: int, graph_calls: int, replays: int
+    solver: Any,
+    dtype: str,
+    m: int,
+    n: int,
+    *,
+    calls: int,
+    graph_calls: int,
+    replays: int,
+    drivers: dict[str, Any] | None = None,
 ) -> ShapeResult:
     """Check and time every way of solving one (m, n) problem in ``dtype`` with the loaded
-    ``solver`` (module doc), on a new non-blocking stream."""
+    ``solver`` (module doc), on a new non-blocking stream. ``drivers``: the champions' drivers
+    of the ``driver`` and ``launch`` ways, kept between shapes (by cubin digest)."""
     import cupy
     import numpy as np
 
@@ -419,7 +434,8 @@ def measure_shape(
             result = ShapeResult(dtype, m, n, decision.route, decision.reason, first_ms)
             measurements = []
             scale = float(np.abs(x_ref).max())
-            for name, fn in _variants(solver, a, b, stream, vendor).items():
+            ways = _variants(solver, a, b, vendor, drivers if drivers is not None else {})
+            for name, fn in ways.items():
                 b[...] = pristine
                 fn()
                 error = float(np.abs(cupy.asnumpy(b, stream=stream) - x_ref).max()) / scale
@@ -461,6 +477,7 @@ def run(args: argparse.Namespace, out: Any = None) -> list[ShapeResult]:
         file=out,
     )
     results = []
+    drivers: dict[str, Any] = {}
     for dtype in args.dtype:
         start = time.perf_counter()
         solver = seed_solver(dtype) if args.seed else _loaded(dtype)
@@ -469,6 +486,7 @@ def run(args: argparse.Namespace, out: Any = None) -> list[ShapeResult]:
             result = measure_shape(
                 solver, dtype, m, n,
                 calls=args.calls, graph_calls=args.graph_calls, replays=args.replays,
+                drivers=drivers,
             )  # fmt: skip
             results.append(result)
             print("\n".join(result.lines()), file=out, flush=True)

@@ -574,3 +574,120 @@ def test_a_thread_without_a_context_gets_one_and_launches_again(
         with pytest.raises(driver.CUDADriverError):
             launch(a, b)
         assert len(attempts) == 1 and contexts.calls == 0
+
+
+# --- graphs.capture's control flow, with CuPy's streams faked --------------------------------
+
+
+class FakeStream:
+    """A CuPy stream's capture surface: ``with`` makes it current, capture state, events
+    waited for; every capture begun and ended recorded in ``log`` (shared by all)."""
+
+    current: list[FakeStream] = []
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log = log
+        self.name = name
+        self.capturing = False
+        self.waited: list[str] = []
+
+    def __enter__(self) -> FakeStream:
+        FakeStream.current.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        FakeStream.current.pop()
+
+    def begin_capture(self) -> None:
+        self.capturing = True
+        self.log.append("begin")
+
+    def end_capture(self) -> Any:
+        self.capturing = False
+        self.log.append("end")
+        return SimpleNamespace(launch=lambda stream: self.log.append(f"replay on {stream.name}"))
+
+    def is_capturing(self) -> bool:
+        return self.capturing
+
+    def record(self) -> str:
+        return "recorded"
+
+    def wait_event(self, event: str) -> None:
+        self.waited.append(event)
+
+
+@pytest.fixture
+def fake_streams(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """CuPy's current stream faked (the default one, or the one a ``with`` made current);
+    returns the log of captures and replays."""
+    log: list[str] = []
+    default = FakeStream(log, "default")
+    monkeypatch.setattr(FakeStream, "current", [])
+    monkeypatch.setattr(
+        cupy.cuda, "get_current_stream", lambda: (FakeStream.current or [default])[-1]
+    )
+    return log
+
+
+def fake_solver(tmp_path: Path, log: list[str], fallback: Any) -> OpSolver:
+    """A trsm solver on the fake service's champion with a driver solving on the host and
+    logging whether CuPy's (faked) current stream captures each call."""
+    fetch = service_fetcher(
+        API, op="trsm", timeout_s=1.0, transport=httpx.MockTransport(FakeService())
+    )
+    resolver = Resolver(
+        "trsm", "float64", gpu=GPU, fetch=fetch, cache=ChampionCache(tmp_path), trust=TRUST
+    )
+
+    class LoggingDriver(FakeDriver):
+        def solve(self, a: Any, b: Any, stream: Any = None) -> Any:
+            log.append(f"kernel, capturing={stream_is_capturing()}")
+            return super().solve(a, b, stream)
+
+    driver = LoggingDriver(b"", "float64", fail=False)
+    return OpSolver(resolver, driver_factory=lambda *_: driver, fallback=fallback)
+
+
+def test_capture_sets_up_outside_and_captures_every_call_inside(tmp_path, fake_streams) -> None:
+    solver = fake_solver(tmp_path, fake_streams, fallback=None)
+    problems = [problem(9, 4, seed=i) for i in range(3)]
+    given = [b.copy(order="F") for _, b, _ in problems]
+    stream = FakeStream(fake_streams, "capture stream")
+
+    graph = solver.capture([(a, b) for a, b, _ in problems], stream=stream)
+
+    assert fake_streams == ["kernel, capturing=False", "begin", *["kernel, capturing=True"] * 3,
+                            "end"]  # fmt: skip
+    assert stream.waited == ["recorded"]  # ordered after the current stream's work
+    assert (graph.kernel, graph.shape, len(graph.calls)) == (True, (9, 4), 3)
+    # The fake driver solves at once (a real capture would not): the copies took the first call.
+    for (_, b, x), kept in zip(problems, given, strict=True):
+        np.testing.assert_allclose(b, x, rtol=1e-12)
+        assert not np.array_equal(b, kept)
+    graph.replay(stream)
+    assert fake_streams[-1] == "replay on capture stream"
+    graph.replay()
+    assert fake_streams[-1] == "replay on default"
+
+
+def test_a_fallback_refusing_the_capture_is_named_and_the_capture_ended(
+    tmp_path, fake_streams
+) -> None:
+    def cublas_under_capture(a: Any, b: Any) -> Any:
+        if stream_is_capturing():
+            raise NotImplementedError("cuBLAS wrappers refuse stream capture")
+        return b
+
+    solver = fake_solver(tmp_path, fake_streams, fallback=cublas_under_capture)
+    a, b, _ = problem(100, 100)
+    stream = FakeStream(fake_streams, "capture stream")
+
+    with pytest.raises(CaptureError) as caught:
+        solver.capture([(a, b)], stream=stream)
+
+    message = str(caught.value)
+    assert message.startswith("kernevo: trsm calls of this shape go to cuBLAS ?trsm")
+    assert "(no path serves m=100 n=100)" in message
+    assert message.endswith("NotImplementedError: cuBLAS wrappers refuse stream capture")
+    assert fake_streams == ["begin", "end"] and not stream.capturing
