@@ -112,11 +112,24 @@ def capture(solver: OpSolver, calls: Iterable[Sequence[Any]], *, stream: Any = N
                 capture_stream.end_capture()
             if kernel:
                 raise
-            decision = decisions[0]
-            raise CaptureError(
-                f"kernevo: {solver.op} calls of this shape go to {decision.fallback} "
-                f"({decision.reason}), which refused the capture: {type(error).__name__}: "
-                f"{error}"
-            ) from error
-        graph = capture_stream.end_capture()
+            raise _refused(solver, decisions[0], error) from error
+        try:
+            graph = capture_stream.end_capture()
+        except Exception as error:
+            # A library call that did not raise may still have broken the capture (a
+            # synchronizing call invalidates it): the fallback's again, not the kernel's.
+            if kernel:
+                raise
+            raise _refused(solver, decisions[0], error) from error
     return SolveGraph(graph, batch, decisions[0].shape, kernel)
+
+
+def _refused(solver: OpSolver, decision: Any, error: Exception) -> CaptureError:
+    """The one line saying that ``decision``'s fallback refused the capture with ``error``."""
+    from kernevo.text import printable
+
+    return CaptureError(
+        f"kernevo: {solver.op} calls of this shape go to {decision.fallback} "
+        f"({decision.reason}), which refused the capture: {type(error).__name__}: "
+        f"{printable(str(error), 300)}"
+    )
