@@ -435,7 +435,12 @@ def load(
         op,
         dtype,
         gpu=current_gpu(),
-        fetch=service_fetcher(settings.api_url, op=op, timeout_s=settings.request_timeout_s),
+        fetch=service_fetcher(
+            settings.api_url,
+            op=op,
+            timeout_s=settings.request_timeout_s,
+            token=settings.api_token.get_secret_value() if settings.api_token else None,
+        ),
         cache=ChampionCache(settings.cache_dir),
         trust=trust,
     )

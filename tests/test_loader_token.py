@@ -49,3 +49,20 @@ def test_an_empty_token_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv("KERNEVO_API_TOKEN", " ")
     with pytest.raises(ValueError, match="KERNEVO_API_TOKEN"):
         LoaderSettings()
+
+
+def test_load_hands_the_token_to_its_fetcher(monkeypatch, tmp_path):
+    import kernevo.client
+    import kernevo.solver
+
+    seen: dict[str, object] = {}
+
+    def fetcher(api_url: str, **kwargs: object):  # noqa: ANN202
+        seen.update(kwargs)
+        return lambda key, *shape: None
+
+    monkeypatch.setenv("KERNEVO_API_TOKEN", TOKEN)
+    monkeypatch.setattr(kernevo.client, "service_fetcher", fetcher)
+    monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: None)
+    kernevo.solver.load("trsm", "float64", cache_dir=tmp_path, trusted_keys=())
+    assert seen["token"] == TOKEN
