@@ -115,8 +115,8 @@ class JobOut(BaseModel):
 
     ``heartbeat_age_s``: seconds since the last heartbeat, on the database clock (``None``: never
     beat). ``stale``: the job is ``running`` but its heartbeat is older than
-    ``db.heartbeat.STALE_AFTER_S`` (90 s, three missed beats): its process is gone, and
-    ``kernevo evolve --resume`` continues it.
+    ``db.heartbeat.stale_after_s`` (90 s, or three of the job's own heartbeat intervals when
+    that is longer): its process is gone, and ``kernevo evolve --resume`` continues it.
     """
 
     id: int
