@@ -519,9 +519,14 @@ def _stopped(
     at = largest_timed_shape(get_path(job.path, job.bucket))
     write(
         f"{message}: best score {best_score:.3f} ({speedup_text(best_speedup, at)}), "
-        f"{programs} programs recorded"
+        f"{programs_recorded(programs)}"
     )
     return JobOutcome(job_id, state, iteration, best_score, best_speedup, programs, message, signum)
+
+
+def programs_recorded(count: int) -> str:
+    """The end of a job's summary line: ``1 program recorded``, ``N programs recorded``."""
+    return f"{count} program{'' if count == 1 else 's'} recorded"
 
 
 def _mark_failed(engine: Engine, job_id: int, kind: str) -> None:
@@ -794,8 +799,8 @@ def _finish(
     programs = _count_programs(engine, job_id)
     write(
         f"{message}: best score {reporter.best_score:.3f} "
-        f"({speedup_text(reporter.best_speedup, reporter.speedup_at)}), {programs} programs "
-        "recorded"
+        f"({speedup_text(reporter.best_speedup, reporter.speedup_at)}), "
+        f"{programs_recorded(programs)}"
     )
     return JobOutcome(
         job_id,
