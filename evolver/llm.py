@@ -37,10 +37,19 @@ class LLMBackend:
         """The key from the environment variable the configuration names.
 
         Raises:
-            LLMEndpointError: the variable is named but not set.
+            LLMEndpointError: the variable is named but not set, or it is one of kernevo's own
+                settings (``kernevo.environment``'s catalogue): a job file naming
+                ``KERNEVO_DATABASE_URL`` sent the database URL to the endpoint as its key.
         """
         if not self.api_key_env:
             return _NO_KEY
+        from kernevo.environment import variable
+
+        if variable(self.api_key_env) is not None:
+            raise LLMEndpointError(
+                f"llm.api_key_env {self.api_key_env} is one of kernevo's own settings, not an "
+                "LLM key: name a variable of your own (e.g. OPENAI_API_KEY)"
+            )
         key = os.environ.get(self.api_key_env)
         if not key:
             raise LLMEndpointError(
