@@ -548,12 +548,28 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
         raise CliError(
             f"service at {shown} is unreachable ({type(error).__name__}: {error})"
         ) from None
+    if response.status_code == 401:  # no token, or one the service does not know
+        raise CliError(
+            f"401 from {shown}: {_error_detail(response)}; set KERNEVO_API_TOKEN to a read "
+            "token ('kernevo token create --scope read' on the service's database)"
+        )
     if response.status_code >= 400:
         raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
     try:
         return response.json()
     except ValueError:
         raise CliError(f"service at {shown} answered with something that is not JSON") from None
+
+
+# What a field missing from a service's answer, or of the wrong type, raises where it is read.
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError)
+
+
+def _malformed(url: str, error: BaseException) -> CliError:
+    """The one-line error of an answer from ``url`` that is JSON but not what a kernevo service
+    sends (another service on that port, a proxy's page): ``error`` says which field broke."""
+    detail = f"{type(error).__name__}: {error}"[:200]  # made printable where it is shown
+    return CliError(f"malformed answer from {without_credentials(url)}: {detail}")
 
 
 def _cmd_best(args: argparse.Namespace) -> int:
@@ -578,12 +594,10 @@ def _cmd_best(args: argparse.Namespace) -> int:
     kernel = _get_json(f"{base}/v1/kernels/best", params)
     try:
         lines = _best_lines(kernel, args, gpu_key)
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
+    except _MALFORMED as error:
         # A service's answer is data from elsewhere: a field missing or of the wrong type is
         # one line, like any other error of this command.
-        detail = f"{type(error).__name__}: {error}"[:200]  # made printable where it is shown
-        shown = without_credentials(f"{base}/v1/kernels/best")
-        raise CliError(f"malformed answer from {shown}: {detail}") from None
+        raise _malformed(f"{base}/v1/kernels/best", error) from None
     print("\n".join(lines))
     return 0
 
@@ -756,13 +770,24 @@ def _age(seconds: float | None) -> str:
     return f"{int(seconds)}s"
 
 
+# The fields of a ``GET /v1/jobs`` row that ``kernevo jobs`` cannot list a job without.
+_JOB_KEYS = ("id", "path", "dtype", "gpu", "state", "iteration")
+
+
 def _job_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     """``kernevo jobs``'s rows: from the service (``--api-url``) or the database."""
     if args.api_url:
         params: dict[str, Any] = {"limit": args.limit}
         if args.state:
             params["state"] = args.state
-        rows: list[dict[str, Any]] = _get_json(f"{args.api_url.rstrip('/')}/v1/jobs", params)
+        url = f"{args.api_url.rstrip('/')}/v1/jobs"
+        rows = _get_json(url, params)
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise _malformed(url, TypeError(f"expected a list of jobs, not {type(rows).__name__}"))
+        for row in rows:
+            missing = [key for key in _JOB_KEYS if key not in row]
+            if missing:
+                raise _malformed(url, KeyError(f"a job without {', '.join(missing)}"))
         return rows
     from db.settings import DatabaseSettings
 
@@ -799,24 +824,33 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         f"{'iter':>9}  {'best':>6} {'speedup':>7}  {'progs':>5}  {'last failure':<14} "
         "backend/model"
     )
-    print(header)
-    for row in rows:
-        total = (row.get("config") or {}).get("iterations", "?")
-        best = row.get("best_score")
-        speedup = row.get("best_speedup")
-        state = "stale" if row.get("stale") else row["state"]
-        print(
-            f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
-            f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
-            f"{str(row['iteration']) + '/' + str(total):>9}  "
-            f"{(f'{best:.3f}' if best is not None else '-'):>6} "
-            f"{(f'{speedup:.2f}x' if speedup else '-'):>7}  "  # 0: nothing timed yet
-            f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
-            f"{row.get('backend')}/{row.get('model') or '-'}"
-        )
+    try:
+        lines = [header, *map(_job_line, rows)]
+    except _MALFORMED as error:
+        if not args.api_url:
+            raise
+        raise _malformed(f"{args.api_url.rstrip('/')}/v1/jobs", error) from None
+    print("\n".join(lines))
     for line in _stale_hints(rows):
         print(line)
     return 0
+
+
+def _job_line(row: dict[str, Any]) -> str:
+    """One row of ``kernevo jobs``'s table."""
+    total = (row.get("config") or {}).get("iterations", "?")
+    best = row.get("best_score")
+    speedup = row.get("best_speedup")
+    state = "stale" if row.get("stale") else row["state"]
+    return (
+        f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
+        f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
+        f"{str(row['iteration']) + '/' + str(total):>9}  "
+        f"{(f'{best:.3f}' if best is not None else '-'):>6} "
+        f"{(f'{speedup:.2f}x' if speedup else '-'):>7}  "  # 0: nothing timed yet
+        f"{row.get('programs', 0):>5}  {(row.get('last_failure_kind') or '-'):<14} "
+        f"{row.get('backend')}/{row.get('model') or '-'}"
+    )
 
 
 def _stale_hints(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -929,13 +963,18 @@ def _cancel_through_service(base: str, job_id: int) -> int:
     if response.status_code >= 400:
         raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
     try:
-        outcome = response.json().get("outcome")
-    except (ValueError, AttributeError):
-        outcome = None
-    if outcome not in ("cancelled", "already_cancelled"):  # a service older than the field
+        body = response.json()
+    except ValueError:
+        raise CliError(f"service at {shown} answered with something that is not JSON") from None
+    if not isinstance(body, dict):
+        raise _malformed(url, TypeError(f"expected the job, not {type(body).__name__}"))
+    outcome = body.get("outcome")
+    if outcome in ("cancelled", "already_cancelled"):
+        print(_cancel_line(job_id, outcome))
+    elif body.get("state") == "cancelled":  # a service older than the field
         print(f"job {job_id} is cancelled (the service did not say whether it was before)")
-        return 0
-    print(_cancel_line(job_id, outcome))
+    else:  # not a kernevo job: "cancelled" would be a claim nothing backs
+        raise _malformed(url, KeyError("neither outcome nor state 'cancelled'"))
     return 0
 
 
