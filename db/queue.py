@@ -176,10 +176,11 @@ class Reaped:
     heartbeat_age_s: float
 
 
-def _return(job: Job, max_attempts: int) -> Literal["requeued", "failed"]:
-    """Back to the queue, or failed for good after ``max_attempts`` claims; the claim is
-    cleared either way (``claimed_by`` keeps the last holder only while it holds the job)."""
-    if job.attempts >= max_attempts:
+def _return(job: Job, max_attempts: int, *, count: bool = True) -> Literal["requeued", "failed"]:
+    """Back to the queue, or failed for good after ``max_attempts`` claims (only when the
+    attempt ``count``s: its worker died); the claim is cleared either way (``claimed_by``
+    keeps the last holder only while it holds the job)."""
+    if count and job.attempts >= max_attempts:
         job.state = JobState.FAILED.value
         job.last_failure_kind = WORKER_LOST
         action: Literal["requeued", "failed"] = "failed"
@@ -233,11 +234,19 @@ def reap_stale(s: Session, *, grace_s: float, max_attempts: int) -> list[Reaped]
     return reaped
 
 
-def return_job(s: Session, job_id: int, worker: str, *, max_attempts: int) -> Returned:
+def return_job(
+    s: Session, job_id: int, worker: str, *, max_attempts: int, stopped: bool = False
+) -> Returned:
     """``worker`` gives its job back: after stopping it on SIGTERM (the job then ``failed``,
     interrupted) or when its job process died without marking the row (``running``). The job
     goes back to ``waiting`` (or ``failed`` as :data:`WORKER_LOST` after ``max_attempts``
     claims); ``untouched`` when it is not ``worker``'s any more or is complete or cancelled.
+
+    ``stopped``: the worker itself was asked to stop (SIGTERM, Ctrl-C) and stopped the job's
+    process; no worker died, so the claim's attempt is not counted (as :func:`release_claim`)
+    and the job always goes back to ``waiting``: a worker stopped any number of times never
+    fails a job as :data:`WORKER_LOST`. Deaths (a job process killed by a signal the worker
+    did not send, a crash, a reaped worker) count.
 
     Raises:
         NotFoundError: no such job.
@@ -250,7 +259,9 @@ def return_job(s: Session, job_id: int, worker: str, *, max_attempts: int) -> Re
         JobState.FAILED.value,
     ):
         return "untouched"
-    action = _return(job, max_attempts)
+    if stopped:
+        job.attempts = max(0, job.attempts - 1)
+    action = _return(job, max_attempts, count=not stopped)
     s.flush()
     return action
 

@@ -7,8 +7,9 @@ clean and a Ctrl-C after the run does not call into a stopped controller; ``noti
 tells the runner when a run ended early because of a signal. ``workers_die_with_job`` makes
 OpenEvolve's pool workers end with the job's process (a ``kill -9`` of ``kernevo evolve`` leaves
 no worker behind) and sets each iteration's parent for its evaluation (which times the child
-against it: ``evaluator.parent_context``), and ``keeping_last_checkpoints`` deletes old
-checkpoints as new ones complete.
+against it: ``evaluator.parent_context``); ``pool_ends_without_waiting`` keeps the pool's end
+from waiting on a feeder thread that can never finish (a stopped job once hung there for ever);
+``keeping_last_checkpoints`` deletes old checkpoints as new ones complete.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from evolver.checkpoints import prune_checkpoints
 JOB_PID_VARIABLE = "KERNEVO_JOB_PID"
 # OpenEvolve's own pool initializer while ``workers_die_with_job`` has replaced it.
 _openevolve_worker_init: Callable[..., None] | None = None
+# OpenEvolve's pool termination while ``pool_ends_without_waiting`` has replaced it.
+_openevolve_terminate_pool: Callable[[Any], None] | None = None
 # OpenEvolve's iteration function in a pool worker, once run_iteration_knowing_parent wraps it.
 _openevolve_run_iteration: Callable[..., Any] | None = None
 
@@ -216,6 +219,43 @@ def workers_die_with_job() -> Iterator[None]:
     finally:
         parallel._worker_init = _openevolve_worker_init  # type: ignore[assignment]
         _openevolve_worker_init = None
+
+
+def _terminate_pool_without_waiting(executor: Any) -> None:
+    """OpenEvolve's ``_terminate_process_pool``, after telling the executor's call queue that
+    nobody will wait for its feeder thread.
+
+    Why: the call queue's feeder thread writes each submitted iteration (a snapshot of the whole
+    program database, far above a pipe's 64 KiB once a job has a hundred programs) into a pipe
+    that only the pool workers read. A stop kills the workers mid-write; the feeder then blocks
+    on the full pipe for ever, and the executor's manager thread joins it
+    (``join_executor_internals``), and the interpreter's exit joins the manager thread
+    (``concurrent.futures.process._python_exit``): a job stopped by SIGTERM printed its resume
+    line and never exited. What the feeder still holds is work for workers being killed, so
+    nothing is lost by not waiting for it (``multiprocessing.Queue.cancel_join_thread``).
+    """
+    call_queue = getattr(executor, "_call_queue", None)
+    if call_queue is not None:
+        call_queue.cancel_join_thread()
+    assert _openevolve_terminate_pool is not None
+    _openevolve_terminate_pool(executor)
+
+
+@contextmanager
+def pool_ends_without_waiting() -> Iterator[None]:
+    """Inside the block, OpenEvolve's ``stop`` of its process pool never waits for the pool's
+    feeder thread (:func:`_terminate_pool_without_waiting` says why), so a stopped job's
+    process exits. Enter it before OpenEvolve's ``run``."""
+    global _openevolve_terminate_pool
+    import openevolve.process_parallel as parallel
+
+    _openevolve_terminate_pool = parallel._terminate_process_pool
+    parallel._terminate_process_pool = _terminate_pool_without_waiting  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        parallel._terminate_process_pool = _openevolve_terminate_pool  # type: ignore[assignment]
+        _openevolve_terminate_pool = None
 
 
 @contextmanager

@@ -669,7 +669,12 @@ def _run_locked(
     failure: str | None = None
     final: tuple[str, str, dict[str, float]] | None = None
     received: list[int] = []
-    with host.environment(env), host.scoped_logging(), host.workers_die_with_job():
+    with (
+        host.environment(env),
+        host.scoped_logging(),
+        host.workers_die_with_job(),
+        host.pool_ends_without_waiting(),
+    ):
         config = build_config(
             job,
             models=model_configs(backend, job.llm),

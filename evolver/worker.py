@@ -51,7 +51,7 @@ from evolver.cluster import IN_FLIGHT_PER_WORKER
 from evolver.errors import WorkerError
 from evolver.progress import HEARTBEAT_INTERVAL_S
 from evolver.sqlite_lock import hold_sqlite_file
-from evolver.worker_child import EXIT_BUSY
+from evolver.worker_child import EXIT_BUSY, STOPPED
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -68,6 +68,11 @@ DEFAULT_HEARTBEAT_S = 10.0
 DEFAULT_GRACE_S = 90.0
 DEFAULT_POLL_S = 2.0
 DEFAULT_MAX_ATTEMPTS = 3
+# Seconds a job process has, after the worker's SIGTERM, to commit its state and exit before
+# the worker kills it: a stopped job exits within seconds (OpenEvolve's shutdown cancels the
+# iterations in flight); one that has not after this long is hung, and must not hold the
+# worker (a stopped job once never exited, its worker waiting for it for ever).
+STOP_GRACE_S = 30.0
 # The grace period must hold this many missed heartbeats, so that one slow database write or a
 # busy host does not hand a live job to a second worker. The reaper also waits for as many of
 # each job's own recorded beats (db.heartbeat.MISSED_BEATS), whoever beats for it.
@@ -136,6 +141,7 @@ class Slot:
     attempt: int = 0
     process: subprocess.Popen[bytes] | None = None
     lost: bool = False  # the claim was taken away: killed, the row is not ours to touch
+    stopping: bool = False  # the worker is stopping: it signalled the job process itself
 
 
 @dataclass
@@ -222,8 +228,11 @@ def make_slots(options: WorkerOptions, gate: SchedulerGate | None = None) -> lis
 class Worker:
     """The worker loop (see the module notes); :meth:`run` returns the exit status."""
 
-    def __init__(self, options: WorkerOptions, *, write: Write = print) -> None:
+    def __init__(
+        self, options: WorkerOptions, *, write: Write = print, stop_grace_s: float = STOP_GRACE_S
+    ) -> None:
         self.options = options
+        self.stop_grace_s = stop_grace_s  # SIGTERM to a job process, then this, then SIGKILL
         self.id = worker_id()
         self._write = write
         self._stop = _Stop()
@@ -349,8 +358,8 @@ class Worker:
 
         job_id = slot.job_id
         assert job_id is not None
-        lost = slot.lost
-        slot.job_id, slot.process, slot.lost = None, None, False
+        lost, stopping = slot.lost, slot.stopping
+        slot.job_id, slot.process, slot.lost, slot.stopping = None, None, False, False
         if lost:
             return  # another worker holds it now
         with self._session() as s:
@@ -365,9 +374,11 @@ class Worker:
                     "claim given up, the job left to that process"
                 )
                 return
-            if code < 0 or code in (130, 143):  # stopped by a signal: resumable elsewhere
+            if code < 0 or code in STOPPED:  # stopped by a signal: resumable elsewhere
+                # Stopped because this worker was asked to stop: no worker died, so the attempt
+                # is not counted (only deaths count towards worker_lost).
                 action = queue.return_job(
-                    s, job_id, self.id, max_attempts=self.options.max_attempts
+                    s, job_id, self.id, max_attempts=self.options.max_attempts, stopped=stopping
                 )
                 self._say(f"job {job_id}: job process ended ({_exit(code)}); {_returned(action)}")
                 return
@@ -500,6 +511,7 @@ class Worker:
             self._stop.event.set()
             if len(self._stop.signals) > 1:
                 for slot in self.slots:
+                    slot.stopping = slot.stopping or slot.process is not None
                     self._kill(slot)
 
         previous = {
@@ -518,16 +530,27 @@ class Worker:
             process.kill()
 
     def _shut_down(self) -> None:
-        """Stop every job process (SIGTERM; the second signal kills) and give their jobs back."""
+        """Stop every job process (SIGTERM; the second signal, or :data:`STOP_GRACE_S` without
+        an exit, kills it) and give their jobs back, their attempts uncounted."""
         running = [slot for slot in self.slots if slot.process is not None]
         for slot in running:
             assert slot.process is not None
             if slot.process.poll() is None:
+                slot.stopping = True
                 self._say(f"job {slot.job_id}: stopping its process (pid {slot.process.pid})")
                 slot.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_grace_s
         for slot in running:
             assert slot.process is not None
             while slot.process.poll() is None:
+                if time.monotonic() >= deadline:
+                    self._say(
+                        f"job {slot.job_id}: its process did not exit within "
+                        f"{self.stop_grace_s:g} s of SIGTERM; killing it"
+                    )
+                    self._kill(slot)
+                    slot.process.wait()
+                    break
                 time.sleep(0.1)
             try:
                 self._settle(slot, slot.process.returncode)

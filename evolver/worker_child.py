@@ -28,11 +28,13 @@ its claim up (``db.queue.release_claim``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from evolver.cluster import ClusterOptions
@@ -41,6 +43,8 @@ EXIT_ERROR = 1
 # Another process runs the job (it holds the job's lock): the worker gives its claim up and
 # leaves the job to that process (EX_TEMPFAIL of sysexits.h).
 EXIT_BUSY = 75
+# Exit statuses of a job stopped by a signal (Ctrl-C, SIGTERM): the worker returns it to the queue.
+STOPPED = (130, 143)
 
 
 def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
@@ -196,5 +200,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def exit_stopped(code: int) -> NoReturn:
+    """End a job process that a signal stopped (``code`` 130 or 143), its job's state already
+    committed and its line printed: flush stdio and leave by ``os._exit``, skipping the
+    interpreter's exit handlers. Why: those join threads of OpenEvolve's process pool
+    (``concurrent.futures.process._python_exit``), and a join that never returns once held a
+    stopped job, and its worker waiting for it, for ever; nothing after the commit is worth that
+    risk. The database connections close with the process (their transactions are done)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if status in STOPPED:
+        exit_stopped(status)
+    sys.exit(status)
