@@ -278,7 +278,9 @@ def test_a_driver_preparing_its_own_launch_is_asked_and_others_are_called_as_bef
     assert launches.prepare(FakeDriver(b"", "float64", fail=False), (a, b)) is None
 
     class Subclass(TrsmSmallDriver):
-        """Might launch another kernel: not prepared by the loader."""
+        """Launches another kernel: it says it prepares none."""
+
+        prepare = None
 
     other = Subclass.__new__(Subclass)
     assert launches.prepare(other, (unowned((4, 4)), unowned((4, 4)))) is None
@@ -314,9 +316,7 @@ def test_overhead_of_the_dispatch_over_the_prepared_launch_is_printed(tmp_path: 
     solver, driver, _, _ = cupy_solver(tmp_path, launched)
     a, b = unowned((16, 16)), unowned((16, 16))
     solver(a, b)  # through the driver: the launch is prepared after it
-    direct = launches.trsm_small_launch(
-        driver, a, b, launch_kernel=launched, stream_pointer=lambda: STREAM
-    )
+    direct = driver.prepare(a, b, launch_kernel=launched, stream_pointer=lambda: STREAM)
     calls = 20000
 
     def per_call(fn: Any) -> float:
@@ -564,7 +564,7 @@ def test_a_thread_without_a_context_gets_one_and_launches_again(
     monkeypatch.setattr(driver, "launchKernel", launch_kernel)
     monkeypatch.setattr(runtime, "memGetInfo", contexts)
     trsm, a, b = fake_trsm_small_driver(), unowned((4, 4)), unowned((4, 4))
-    launch = launches.trsm_small_launch(trsm, a, b, stream_pointer=lambda: STREAM)
+    launch = trsm.prepare(a, b, stream_pointer=lambda: STREAM)
 
     if retried:
         assert launch(a, b) is b
