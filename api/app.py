@@ -27,7 +27,7 @@ from api.routes import (
 from api.routes.version import service_version
 from api.settings import ApiSettings
 from api.web import router as web_router
-from db.session import make_engine, make_read_engine
+from db.session import in_memory_problem, make_engine, make_read_engine
 from db.settings import DatabaseSettings
 
 
@@ -54,8 +54,14 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     Raises:
         sqlalchemy.exc.ArgumentError: ``database_url`` is not a valid SQLAlchemy URL.
         pydantic.ValidationError: the ``KERNEVO_`` environment holds an invalid value.
+        ValueError: an in-memory SQLite database (``db.session.in_memory_problem``): the
+            writer and the readers would each see their own empty one.
     """
+    settings = ApiSettings()  # the environment first: its errors do not depend on the URL
     url = database_url if database_url is not None else DatabaseSettings().database_url
+    problem = in_memory_problem(url)
+    if problem is not None:
+        raise ValueError(problem)
     engine = make_engine(url, busy_timeout_s=busy_timeout_s)
     read_engine = make_read_engine(url, busy_timeout_s=busy_timeout_s)
 
@@ -75,7 +81,7 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     )
     app.state.engine = engine
     app.state.read_engine = read_engine
-    app.state.settings = ApiSettings()
+    app.state.settings = settings
     install_error_handlers(app)
     for module in (health, version, kernels, manifest, champions, programs, jobs, lineage, tokens):
         app.include_router(module.router)

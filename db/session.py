@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session
 
 from db.errors import database_unavailable
@@ -87,6 +87,37 @@ def sqlite_file(parsed: URL) -> str | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return database
+
+
+def in_memory_problem(url: str) -> str | None:
+    """The one-line refusal of ``url`` when it names an in-memory SQLite database
+    (``sqlite://``, ``sqlite:///:memory:``, a ``file:`` URI with ``mode=memory``), else ``None``
+    (another database, or a URL that does not parse: the caller's error).
+
+    Such a database lives and dies with one connection: the migrations, the job's writer, the
+    service's readers and a worker's job processes each see a different empty one, so every
+    command that opens the store refuses it (``kernevo`` exits 2) rather than fail later on a
+    missing table.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    uri_memory = database.startswith("file:") and (
+        database.startswith("file::memory:")
+        or parsed.query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
+    if database and database != ":memory:" and not uri_memory:
+        return None
+    return (
+        f"database {url}: an in-memory SQLite database lasts one connection and holds no jobs; "
+        "use a file (sqlite:///./kernevo.db) or PostgreSQL "
+        "(postgresql+psycopg://user@host/db)"
+    )
 
 
 def make_engine(url: str, *, echo: bool = False, busy_timeout_s: float | None = None) -> Engine:

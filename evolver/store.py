@@ -64,16 +64,19 @@ def open_store(url: str, *, create: bool = True) -> Engine:
     (:func:`open_existing_store`); an existing one is still migrated.
 
     Raises:
-        StoreError: one line: the URL does not parse, the SQLite file is missing (with
-            ``create=False``), the server is unreachable, or a migration fails.
+        StoreError: one line: the URL does not parse or names an in-memory SQLite database,
+            the SQLite file is missing (with ``create=False``), the server is unreachable, or
+            a migration fails.
     """
     from alembic.util import CommandError
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
     from db.migrate import upgrade
-    from db.session import make_engine
+    from db.session import in_memory_problem, make_engine
 
+    if (problem := in_memory_problem(url)) is not None:
+        raise StoreError(problem)
     if not create and (missing := _missing_sqlite_file(url)) is not None:
         raise StoreError(missing)
     try:
@@ -103,20 +106,18 @@ def open_existing_store(url: str) -> Engine:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from db.migrate import head_revision
-    from db.session import make_read_engine
+    from db.session import in_memory_problem, make_read_engine
 
     shown = display_url(url)
     try:
-        parsed = make_url(url)
+        make_url(url)
     except ArgumentError as error:
         raise StoreError(f"database {shown}: {_reason(error)}") from None
     hint = _CREATES_IT
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if not database or database == ":memory:":
-            raise StoreError(f"database {shown}: an in-memory database holds no jobs")
-        if (missing := _missing_sqlite_file(url)) is not None:
-            raise StoreError(missing)
+    if (problem := in_memory_problem(url)) is not None:
+        raise StoreError(problem)
+    if (missing := _missing_sqlite_file(url)) is not None:
+        raise StoreError(missing)
     try:
         engine = make_read_engine(url)
         with engine.connect() as connection:

@@ -130,6 +130,32 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+# --- the store ---------------------------------------------------------------------------------
+
+
+def _store_url(args: argparse.Namespace) -> str:
+    """The store's URL: ``--database-url``, else ``KERNEVO_DATABASE_URL``. An in-memory SQLite
+    database (``db.session.in_memory_problem``) is refused as a usage error (exit 2) by every
+    command that opens the store, before anything runs: the option by its argparse type
+    (:func:`_database_url`), the variable here.
+
+    Raises:
+        SettingsError: ``KERNEVO_DATABASE_URL`` names an in-memory database.
+    """
+    from db.session import in_memory_problem
+    from db.settings import DatabaseSettings
+
+    if args.database_url:  # checked as it was parsed (_database_url)
+        return str(args.database_url)
+    url = DatabaseSettings().database_url
+    problem = in_memory_problem(url)
+    if problem is not None:
+        raise SettingsError(
+            f"KERNEVO_DATABASE_URL: {problem}", check="value_error", name="KERNEVO_DATABASE_URL"
+        )
+    return url
+
+
 # --- evolve ------------------------------------------------------------------------------------
 
 
@@ -154,7 +180,6 @@ def _evolve(args: argparse.Namespace) -> int:
 
 
 def _evolve_job(args: argparse.Namespace) -> int:
-    from db.settings import DatabaseSettings
     from evolver.job_config import JobOptionError, load_job_config
     from evolver.progress import ConsoleWriter
     from evolver.runner import resume_job, start_job
@@ -164,7 +189,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     if args.work_dir is not None:
         settings_args["work_dir"] = args.work_dir
     settings = read_settings(EvolverSettings, **settings_args)
-    database_url = args.database_url or DatabaseSettings().database_url
+    database_url = _store_url(args)
     llm = {
         "base_url": args.llm_base_url,
         "model": args.llm_model,
@@ -313,10 +338,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from db.settings import DatabaseSettings
     from evolver.store import open_store
 
-    url = args.database_url or DatabaseSettings().database_url
+    url = _store_url(args)
     open_store(url).dispose()  # migrate to the head first: the service never alters the schema
     # Bind here, so a port in use or an unknown host is one line (uvicorn would log it and
     # exit 3).
@@ -789,9 +813,8 @@ def _job_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             if missing:
                 raise _malformed(url, KeyError(f"a job without {', '.join(missing)}"))
         return rows
-    from db.settings import DatabaseSettings
 
-    url = args.database_url or DatabaseSettings().database_url
+    url = _store_url(args)
     return _job_rows_from_db(url, args.state, args.limit)
 
 
@@ -882,7 +905,6 @@ def _stale_hints(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     """Serve the job queue until SIGTERM or Ctrl-C (``evolver.worker``)."""
-    from db.settings import DatabaseSettings
     from evolver.progress import ConsoleWriter
     from evolver.settings import EvolverSettings
     from evolver.worker import Worker, WorkerOptions
@@ -891,7 +913,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     cluster = _cluster_options(args, local=False)
     local = () if args.compile_only or cluster is not None else (settings.gpu,)
     options = WorkerOptions(
-        database_url=args.database_url or DatabaseSettings().database_url,
+        database_url=_store_url(args),
         work_dir=args.work_dir or settings.work_dir,
         gpus=args.gpus or local,
         compile_only=args.compile_only,
@@ -915,11 +937,10 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         return _cancel_through_service(args.api_url.rstrip("/"), args.job)
     from db import queue
     from db.session import session_scope
-    from db.settings import DatabaseSettings
     from evolver.store import open_store
 
     # Nothing to cancel in a database that does not exist: refused, never created.
-    engine = open_store(args.database_url or DatabaseSettings().database_url, create=False)
+    engine = open_store(_store_url(args), create=False)
     try:
         with session_scope(engine) as s:
             outcome = queue.cancel_job(s, args.job)
@@ -982,12 +1003,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
     """Write the champions serving ``--op`` in ``--dtype`` on the GPU as files
     (``evolver.export``)."""
     from db.session import read_scope
-    from db.settings import DatabaseSettings
     from evolver.export import export_champions
     from evolver.store import open_existing_store
 
     gpu_key = _gpu_key(args.gpu, args.device)
-    engine = open_existing_store(args.database_url or DatabaseSettings().database_url)
+    engine = open_existing_store(_store_url(args))
     try:
         with read_scope(engine) as s:
             written = export_champions(
@@ -1171,10 +1191,9 @@ def _cmd_token(args: argparse.Namespace) -> int:
     what it is on stderr; the database keeps only its SHA-256."""
     from db import tokens
     from db.session import read_scope, session_scope
-    from db.settings import DatabaseSettings
     from evolver.store import open_existing_store, open_store
 
-    url = args.database_url or DatabaseSettings().database_url
+    url = _store_url(args)
     if args.token_command == "list":
         engine = open_existing_store(url)  # read-only: lists nothing it would have to create
         try:
@@ -1535,7 +1554,16 @@ def _job_file(text: str) -> Any:
     return path
 
 
-_database_url = _text("a database URL", _LONG_MAX)
+def _database_url(text: str) -> str:
+    """An argparse type for ``--database-url``: one line of text, not an in-memory SQLite
+    database (``db.session.in_memory_problem``)."""
+    from db.session import in_memory_problem
+
+    value = _text("a database URL", _LONG_MAX)(text)
+    problem = in_memory_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def _check_environment(args: argparse.Namespace) -> None:

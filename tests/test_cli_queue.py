@@ -354,7 +354,8 @@ def test_worker_refuses_what_sqlite_cannot_do(
         "need PostgreSQL (set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db); on "
         "SQLite a worker runs one GPU",
     )
-    code, _, err = _run(capsys, "worker", "--compile-only", "--database-url", "sqlite://")
+    uri = f"sqlite:///file:{tmp_path / 'q.db'}?uri=true"  # in-memory: test_cli_memory_db.py
+    code, _, err = _run(capsys, "worker", "--compile-only", "--database-url", uri)
     assert code == 1 and "cannot share an in-memory or URI SQLite database" in _one_line(err)
 
 
