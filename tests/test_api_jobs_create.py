@@ -149,6 +149,11 @@ def test_bad_bodies_are_422_naming_the_key(
         ({"gpu": "--"}, "not a GPU name: '--'"),
         ({"gpu": "None"}, "gpu 'none' is no GPU: set compile_only to true instead"),
         (
+            {"gpu": "H200"},
+            "gpu 'h200' is no CUDA device's key: they start with 'nvidia-' (e.g. 'NVIDIA H200' "
+            "or 'nvidia-h200')",
+        ),
+        (
             {"gpu": "nvidia-h200", "compile_only": True},
             "a compile_only job runs on no GPU: leave gpu out",
         ),

@@ -37,13 +37,18 @@ router = APIRouter(
 NAME = r"^[A-Za-z0-9_.-]+$"
 
 
+# How every CUDA device's GPU key begins (``seeds.hardware.normalize_gpu_name`` of "NVIDIA …").
+GPU_KEY_PREFIX = "nvidia-"
+
+
 def _queue_gpu_key(body: JobCreate) -> str:
     """The GPU key workers must have: ``none`` for a compile-only job, ``any`` when no GPU is
     named, else the named GPU's key.
 
     Raises:
         HTTPException: 422 for a GPU name with no letter or digit, a name that means no GPU,
-            or a GPU named for a compile-only job.
+            one that is no CUDA device's (not starting "NVIDIA"), or a GPU named for a
+            compile-only job.
     """
     if body.compile_only:
         if body.gpu is not None:
@@ -62,6 +67,14 @@ def _queue_gpu_key(body: JobCreate) -> str:
         raise HTTPException(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             detail="gpu 'none' is no GPU: set compile_only to true instead",
+        )
+    # Workers take their keys from CUDA device names, which all start "NVIDIA": "H200" (the
+    # key "h200") matched no worker and its job waited forever (a trial's finding).
+    if not key.startswith(GPU_KEY_PREFIX):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            detail=f"gpu {key!r} is no CUDA device's key: they start with {GPU_KEY_PREFIX!r} "
+            f"(e.g. 'NVIDIA H200' or 'nvidia-h200')",
         )
     return key
 
