@@ -279,6 +279,11 @@ def _start_job(
         return _stopped(engine, job_id, job, stop.signum, write)
 
 
+class ResumeOptionError(ResumeError):
+    """An option that a resume of this job refuses (``iterations`` not past the job's current
+    iteration): the caller's usage error."""
+
+
 def resume_job(
     job_id: int | None,
     *,
@@ -304,6 +309,7 @@ def resume_job(
 
     Raises:
         ResumeError: no such job, a finished one, a running one, or another GPU model.
+        ResumeOptionError: ``iterations`` at or below the job's current iteration.
         NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError,
             ClusterError: one line.
         JobStopped: SIGTERM before the job's lock was taken (the row is left as it was: it may
@@ -363,6 +369,12 @@ def _resume_job(
         if "bucket" in given and given["bucket"] != row.shape_bucket:
             raise ResumeError(
                 f"job {row.id} is on shape bucket {row.shape_bucket}, not {given['bucket']}"
+            )
+        if "iterations" in given and given["iterations"] <= row.iteration:
+            # Running "0 iterations" would mark the job complete for good, short of its total.
+            raise ResumeOptionError(
+                f"job {row.id} is at iteration {row.iteration}: --iterations "
+                f"{given['iterations']} must exceed it (it extends the job)"
             )
         stored = dict(row.config)
         kept = ("path", "dtype", "bucket", "llm")

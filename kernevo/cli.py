@@ -182,7 +182,7 @@ def _evolve(args: argparse.Namespace) -> int:
 def _evolve_job(args: argparse.Namespace) -> int:
     from evolver.job_config import JobOptionError, load_job_config
     from evolver.progress import ConsoleWriter
-    from evolver.runner import resume_job, start_job
+    from evolver.runner import ResumeOptionError, resume_job, start_job
     from evolver.settings import EvolverSettings
 
     settings_args: dict[str, Any] = {}
@@ -220,15 +220,24 @@ def _evolve_job(args: argparse.Namespace) -> int:
                 "--resume without a job id needs --path and --dtype (the newest unfinished job "
                 "of that path and dtype), or give the id: --resume JOB_ID"
             )
+        fixed = [option for option, given in _kept_on_resume(args) if given]
+        if fixed:
+            args.parser.error(
+                f"{', '.join(fixed)} cannot change on --resume: a job keeps its config (only "
+                "--iterations extends it, and --gpu moves it to another GPU of the same model)"
+            )
         job_id = None if args.resume == "latest" else int(args.resume)
-        outcome = resume_job(
-            job_id,
-            overrides=overrides,
-            settings=settings,
-            database_url=database_url,
-            write=write,
-            cluster=cluster,
-        )
+        try:
+            outcome = resume_job(
+                job_id,
+                overrides=overrides,
+                settings=settings,
+                database_url=database_url,
+                write=write,
+                cluster=cluster,
+            )
+        except ResumeOptionError as error:
+            args.parser.error(str(error))
     else:
         if args.config is None and (args.path is None or args.dtype is None):
             args.parser.error("evolve needs --path and --dtype (or --config FILE naming them)")
@@ -246,6 +255,19 @@ def _evolve_job(args: argparse.Namespace) -> int:
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+def _kept_on_resume(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    """Each option of ``kernevo evolve`` that a resume cannot change (the job's config and its
+    checkpoint hold them), and whether it was given."""
+    return [
+        ("--islands", args.islands is not None),
+        ("--population", args.population is not None),
+        ("--seed", args.seed is not None),
+        ("--llm-base-url", args.llm_base_url is not None),
+        ("--llm-model", args.llm_model is not None),
+        ("--llm-api-key-env", args.llm_api_key_env is not None),
+    ]
 
 
 def _cluster_options(args: argparse.Namespace, *, local: bool) -> Any:
