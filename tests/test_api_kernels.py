@@ -104,3 +104,11 @@ def test_missing_parameters_are_422(api_client: TestClient) -> None:
     response = api_client.get(BEST, params={"op": "trsm", "dtype": "float64", "gpu": "x", "m": 4})
     assert response.status_code == 422
     assert any(error["loc"] == ["query", "n"] for error in response.json()["detail"])
+
+
+def test_a_gpu_name_past_256_characters_is_a_422_not_echoed(api_client: TestClient) -> None:
+    """A trial sent a 100 KB ``gpu=`` and had it echoed back in the 404's detail (20 KB here:
+    the test client refuses longer URLs); every other route capped it at 256 characters."""
+    response = api_client.get(BEST, params={**QUERY, "gpu": "nvidia-" + "x" * 20_000})
+    assert response.status_code == 422
+    assert len(response.text) < 2000

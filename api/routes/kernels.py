@@ -52,7 +52,9 @@ def best_kernel(
     s: SessionDep,
     op: Annotated[str, Query(description="operation: trsm, solve_tri, band_bidiag")],
     dtype: Annotated[str, Query(description="float32 | float64 | complex64 | complex128")],
-    gpu: Annotated[str, Query(description="GPU name or key: 'NVIDIA H200' or 'nvidia-h200'")],
+    gpu: Annotated[
+        str, Query(max_length=256, description="GPU name or key: 'NVIDIA H200' or 'nvidia-h200'")
+    ],
     shape: Annotated[ShapeValues, Depends(shape_parameters)],
     path: Annotated[
         str | None,
