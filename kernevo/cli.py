@@ -1335,8 +1335,22 @@ def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> 
     )
 
 
+def _installed_version() -> str:
+    """The installed distribution's version (the service's, else the light loader's), or
+    "unknown" from a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for distribution in ("kernevo-service", "kernevo"):
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
+    parser.add_argument("--version", action="version", version=f"kernevo {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     evolve = commands.add_parser("evolve", help="run or resume an evolution job")
