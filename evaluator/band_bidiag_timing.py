@@ -50,7 +50,7 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
-from evaluator.timing import EMPTY_KERNEL, RIVAL_PREFIX
+from evaluator.timing import EMPTY_KERNEL, RIVAL_PREFIX, iqr
 from seeds.band_bidiag import schedule
 from seeds.band_bidiag.inputs import BandProblem, random_band
 
@@ -115,11 +115,6 @@ def sample_count(replay_s: float, graphs: int, budget_s: float, low: int, high: 
     if replay_s <= 0:
         return high
     return max(low, min(high, int(budget_s / (replay_s * graphs))))
-
-
-def _iqr(values: np.ndarray) -> float:
-    q75, q25 = np.percentile(values, [75, 25])
-    return float(q75 - q25)
 
 
 def time_shape(
@@ -253,7 +248,7 @@ def time_shape(
         m=0,
         n=0,
         candidate_us=median["cand"],
-        candidate_spread_us=_iqr(rounds["cand"]),
+        candidate_spread_us=iqr(rounds["cand"]),
         baseline_us=lapack_us,
         baseline_spread_us=lapack_iqr_s * 1e6,
         candidate_single_call_us=float(np.median(calls)),

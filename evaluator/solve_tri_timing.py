@@ -43,7 +43,7 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
-from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout
+from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout, iqr
 from seeds.solve_tri.inputs import Problem, Tensor
 from seeds.solve_tri.layout import FLOAT_BYTES, packed_strides
 
@@ -185,11 +185,6 @@ def _audited(count: int) -> list[int]:
     """:data:`AUDITED_SETS` distinct set indices below ``count``, unseeded, in order."""
     picks = np.random.default_rng().choice(count, size=min(AUDITED_SETS, count), replace=False)
     return sorted(int(i) for i in picks)
-
-
-def _iqr(values: np.ndarray) -> float:
-    q75, q25 = np.percentile(values, [75, 25])
-    return float(q75 - q25)
 
 
 def time_shape(
@@ -350,9 +345,9 @@ def time_shape(
         m=0,
         n=0,
         candidate_us=median["cand"],
-        candidate_spread_us=_iqr(per_call["cand"]),
+        candidate_spread_us=iqr(per_call["cand"]),
         baseline_us=median["blas"],
-        baseline_spread_us=_iqr(per_call["blas"]),
+        baseline_spread_us=iqr(per_call["blas"]),
         candidate_single_call_us=single_us["cand"],
         baseline_single_call_us=single_us["blas"],
         candidate_again_us=median["cand_again"],

@@ -168,7 +168,9 @@ def _audited_sets(count: int) -> list[int]:
 REPLAYS_PER_DRAW = 16
 
 
-def _iqr(values: np.ndarray) -> float:
+def iqr(values: np.ndarray) -> float:
+    """The interquartile range (75th − 25th percentile) of ``values``: the spread every timing
+    module reports beside its medians."""
     q75, q25 = np.percentile(values, [75, 25])
     return float(q75 - q25)
 
@@ -374,9 +376,9 @@ def time_shape(
         m=m,
         n=n,
         candidate_us=median["cand"],
-        candidate_spread_us=_iqr(per_call["cand"]),
+        candidate_spread_us=iqr(per_call["cand"]),
         baseline_us=median["blas"],
-        baseline_spread_us=_iqr(per_call["blas"]),
+        baseline_spread_us=iqr(per_call["blas"]),
         candidate_single_call_us=single_us["cand"],
         baseline_single_call_us=single_us["blas"],
         candidate_again_us=median["cand_again"],
