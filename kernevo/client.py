@@ -6,6 +6,11 @@ whose sha256 differs from the one announced) comes back as a :class:`FetchOutcom
 exception and never later than the timeout: the resolver turns each into a reason and falls
 back. The announced sha256 only catches corruption (it comes with the cubin); whether the
 champion may run at all is decided by its signature (``kernevo.trust``).
+
+httpx is imported by the first fetch, not with this module: a loader served from its disk cache
+(``KERNEVO_CACHE_MAX_AGE_S``) needs the champion's classes here but never the HTTP client,
+whose import (its CLI's click and rich included) measured ~110 ms on the CI machine
+(``python -X importtime``).
 """
 
 from __future__ import annotations
@@ -18,14 +23,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernevo.paths import ops
 from kernevo.paths import ops_spec as _op_spec
 from kernevo.text import printable
+
+if TYPE_CHECKING:
+    import httpx
 
 FetchStatus = Literal["ok", "not_found", "unreachable", "invalid", "sha256_mismatch"]
 
@@ -463,6 +471,7 @@ def fetch_champion(
     a body over the cap, not JSON, nested too deep, or not a champion for ``key``) or
     ``sha256_mismatch``.
     """
+    _http()  # imported before the deadline starts: the import is not the service's delay
     deadline = time.monotonic() + timeout_s
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
     # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
@@ -487,6 +496,13 @@ def fetch_champion(
     return outcome[0]
 
 
+def _http() -> ModuleType:
+    """httpx, imported on first use (module doc)."""
+    import httpx
+
+    return httpx
+
+
 class _BodyRefusedError(Exception):
     """The body was not read to its end: ``outcome`` says why (too large, or too late)."""
 
@@ -505,6 +521,7 @@ def _fetch_until(
     token: str | None = None,
 ) -> FetchOutcome:
     """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap."""
+    httpx = _http()
     # A timeout of 0 would make the socket non-blocking (an instant failure), not "time's up".
     timeout = httpx.Timeout(max(deadline - time.monotonic(), 1e-3))
     # The service does not compress; asking for none keeps a compressed body from growing
