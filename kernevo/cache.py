@@ -25,6 +25,7 @@ import errno
 import hashlib
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,23 @@ class ChampionCache:
     def entry_file(self, key: ChampionKey) -> Path:
         """The metadata file of ``key``: ``<folder>/<shape_bucket>.json``."""
         return self.folder(key) / f"{key.shape_bucket}.json"
+
+    def entry_age_s(self, key: ChampionKey, now: float | None = None) -> float | None:
+        """Seconds since ``key``'s entry file was last written (``now``, default
+        ``time.time()``, less its modification time; negative when that time lies ahead of
+        ``now``), or ``None`` when there is no entry or it cannot be looked at. The file is not
+        read here (:meth:`load` checks it); a symbolic link's own time is given, and
+        :meth:`load` refuses the link. Every :meth:`store` rewrites the entry, so this is the
+        time since the champion was last fetched from the service.
+
+        Raises:
+            ValueError: a key part is not a plain name (a bug in the caller).
+        """
+        try:
+            written = self.entry_file(key).stat(follow_symlinks=False).st_mtime
+        except OSError:
+            return None
+        return (time.time() if now is None else now) - written
 
     def load(self, key: ChampionKey) -> CacheLookup:
         """The cached champion for ``key``, checked end to end, or a miss with its reason.

@@ -97,6 +97,14 @@ CATALOGUE: tuple[Variable, ...] = (
         "a folder path",
     ),
     _v(
+        "CACHE_MAX_AGE_S",
+        _LOADER,
+        "a disk-cache champion written less than this many seconds ago (and passing the trust "
+        "checks) is used without asking the service; 0: always ask the service first",
+        "3600",
+        "seconds, a number >= 0 and <= 604800",
+    ),
+    _v(
         "REQUEST_TIMEOUT_S",
         _LOADER,
         "the loader's timeout per service request, seconds",

@@ -11,15 +11,25 @@ of questions for a shape, each answered once and remembered:
    (``seeds.registry.fastest``, the rule the service's best-kernel query applies), and the
    decision lists every path compared (:attr:`Decision.compared`). If none passes, cuBLAS.
 2. Is there a verified champion for that path and shape bucket on this GPU that this loader
-   trusts? The service is asked once per (path, bucket), naming the path (``path=``); a
-   champion it sends must pass the trust
-   checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock file; see
-   :mod:`kernevo.trust`) and, when it must be recompiled for this GPU's arch, the NVRTC option
-   allow-list (:func:`kernevo.kernel.refused_option`); only then is it written to the disk
-   cache. If the service is unreachable, has none (404), sends something unusable or a champion
-   that is refused, the disk cache answers — its entry passes the same checks again on every
-   read, so a file changed after it was written is refused; if it has nothing usable either,
-   cuBLAS.
+   trusts? Asked once per (path, bucket). A champion, from the disk cache or the service, must
+   pass the trust checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock
+   file; see :mod:`kernevo.trust`) and, when it must be recompiled for this GPU's arch, the
+   NVRTC option allow-list (:func:`kernevo.kernel.refused_option`); a disk-cache entry passes
+   them again on every read, so a file changed after it was written is refused.
+
+   a. Cache first: when the disk cache's entry for the (path, bucket) was written less than
+      ``cache_max_age_s`` ago (``KERNEVO_CACHE_MAX_AGE_S``; every fetch the service answers
+      with an admitted champion rewrites it) and its champion is admitted, it is used and the
+      service is not asked (``"champion program 17 from disk cache (written 12 s ago, within
+      KERNEVO_CACHE_MAX_AGE_S=3600; service not asked)"``). This is HTTP's ``max-age``
+      freshness, chosen by the loader since the service sends no ``Cache-Control``: a champion
+      promoted meanwhile reaches this loader once the entry is older. ``0`` skips this step.
+   b. Otherwise (no entry, an older one, one dated ahead of the clock, or a fresh one that was
+      refused) the service is asked, naming the path (``path=``); a champion it sends that is
+      admitted is written to the disk cache.
+   c. If the service is unreachable, has none (404), sends something unusable or a champion
+      that is refused, the disk cache answers whatever the age of its entry; if it has nothing
+      usable either, cuBLAS.
 3. Is the shape inside the champion's verified envelope? If not, cuBLAS.
 4. Was the champion verified under this device's NVIDIA driver, CUDA driver API and NVRTC
    versions (its certificate against :class:`kernevo.device.GpuInfo`)? If one differs, the
@@ -41,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernevo.cache import ChampionCache
+from kernevo.cache import CacheLookup, ChampionCache
 from kernevo.certificate import Certificate, certified_metrics, compare_toolkit
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
 from kernevo.device import GpuInfo
@@ -71,6 +81,8 @@ class Decision:
     ``"lapack"`` (band_bidiag: LAPACK ?gbbrd on the host CPU); ``fallback`` says that library
     in words (``seeds.ops.OpSpec.fallback_library``). The reasons below say "cuBLAS" for it.
     ``reason`` is one line, e.g. ``"champion program 17 from service"``,
+    ``"champion program 17 from disk cache (written 12 s ago, within
+    KERNEVO_CACHE_MAX_AGE_S=3600; service not asked)"``,
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
     ``"outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"``,
     ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
@@ -85,8 +97,9 @@ class Decision:
     and when none can run, ``"no serving path's champion can run: trsm_small/m64n64: <its
     reason>; …"`` (cuBLAS; ``path`` and ``shape_bucket`` then ``None``).
     ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
-    exists but does not cover the shape). ``refusals`` are the champions refused on the way
-    (service first, then disk cache), each naming its failed check (``Refusal.check``) and
+    exists but does not cover the shape). ``refusals`` are the champions refused on the way,
+    in the order they were met (a fresh disk-cache entry, the service, then the disk cache;
+    one entry is judged once), each naming its failed check (``Refusal.check``) and
     where the champion came from (``Refusal.source``), for every serving path. ``compared``
     lists the serving paths in registry order, each as it was judged for this shape.
     """
@@ -158,6 +171,10 @@ class Resolver:
         cache: the disk cache; ``None`` for none.
         trust: the keys and lock file a champion is checked against, from the service and
             from the cache alike (see :func:`kernevo.trust.policy_from_settings`).
+        cache_max_age_s: a disk-cache entry written less than this many seconds ago is used
+            without asking the service when its champion is admitted (module doc, question
+            2a; ``KERNEVO_CACHE_MAX_AGE_S``, which :func:`kernevo.load` passes); the default
+            ``0`` asks the service first.
     """
 
     def __init__(
@@ -169,6 +186,7 @@ class Resolver:
         fetch: Fetcher,
         cache: ChampionCache | None,
         trust: TrustPolicy,
+        cache_max_age_s: float = 0.0,
     ) -> None:
         self.op = op
         self.op_spec = ops.get_op(op)
@@ -177,6 +195,7 @@ class Resolver:
         self._fetch = fetch
         self._cache = cache
         self._trust = trust
+        self._cache_max_age_s = cache_max_age_s
         self._lock = threading.Lock()
         self._decisions: dict[tuple[int, ...], Decision] = {}
         self._acquired: dict[tuple[str, str], _Acquired] = {}
@@ -307,16 +326,30 @@ class Resolver:
         return self._decision(shape, "kernel", reason, path, bucket, champion, refusals)
 
     def _acquire(self, key: ChampionKey, shape: tuple[int, ...]) -> _Acquired:
-        """The champion for ``key``: from the service if it gives one the trust checks admit,
-        else the disk cache's if it is admitted; with every refusal on the way."""
+        """The champion for ``key`` (module doc, question 2): a fresh disk-cache entry's if it
+        is admitted, else the service's if it is admitted, else the disk cache's if it is
+        admitted; with every refusal on the way."""
+        refusals: list[Refusal] = []
+        early = None
+        age = self._fresh_age(key)
+        if age is not None:
+            early = self._read_cache(key)
+            lookup, refusal = early
+            if lookup.champion is not None and refusal is None:
+                reason = (
+                    f"{lookup.detail} (written {age:.0f} s ago, within "
+                    f"KERNEVO_CACHE_MAX_AGE_S={self._cache_max_age_s:g}; service not asked)"
+                )
+                return _Acquired(lookup.champion, reason)
+            if refusal is not None:
+                refusals.append(refusal)
         outcome = self._fetch(key, *shape)
         service_reason = outcome.detail
-        refusals: list[Refusal] = []
         if outcome.champion is not None:
             refusal = self._admit(outcome.champion, "service")
             if refusal is None:
                 self._store(outcome.champion)
-                return _Acquired(outcome.champion, outcome.detail)
+                return _Acquired(outcome.champion, outcome.detail, tuple(refusals))
             refusals.append(refusal)
             service_reason = (
                 f"refused champion program {outcome.champion.program_id} from service: "
@@ -324,18 +357,40 @@ class Resolver:
             )
         if self._cache is None:
             return _Acquired(None, service_reason, tuple(refusals))
-        cached = self._cache.load(key)
-        if cached.champion is None:
-            return _Acquired(None, f"{service_reason}; {cached.detail}", tuple(refusals))
-        refusal = self._admit(cached.champion, "disk cache")
+        # The entry read before asking is not read and judged again.
+        lookup, refusal = early if early is not None else self._read_cache(key)
+        if lookup.champion is None:
+            return _Acquired(None, f"{service_reason}; {lookup.detail}", tuple(refusals))
         if refusal is not None:
-            refusals.append(refusal)
+            if early is None:
+                refusals.append(refusal)
             reason = (
                 f"{service_reason}; disk cache: refused champion program "
-                f"{cached.champion.program_id}: {refusal.detail}"
+                f"{lookup.champion.program_id}: {refusal.detail}"
             )
             return _Acquired(None, reason, tuple(refusals))
-        return _Acquired(cached.champion, f"{cached.detail} ({service_reason})", tuple(refusals))
+        return _Acquired(lookup.champion, f"{lookup.detail} ({service_reason})", tuple(refusals))
+
+    def _fresh_age(self, key: ChampionKey) -> float | None:
+        """Seconds since ``key``'s disk-cache entry was written when that is under
+        ``cache_max_age_s`` (question 2a), else ``None``: no cache, the rule off, no entry, an
+        older one, or one dated ahead of the clock (a clock set back or a touched file: the
+        service is asked rather than trusting the date)."""
+        if self._cache is None or self._cache_max_age_s <= 0:
+            return None
+        age = self._cache.entry_age_s(key)
+        if age is None or not 0 <= age < self._cache_max_age_s:
+            return None
+        return age
+
+    def _read_cache(self, key: ChampionKey) -> tuple[CacheLookup, Refusal | None]:
+        """The disk cache's lookup for ``key`` and, on a hit, why its champion is refused
+        (``None``: admitted)."""
+        assert self._cache is not None
+        lookup = self._cache.load(key)
+        if lookup.champion is None:
+            return lookup, None
+        return lookup, self._admit(lookup.champion, "disk cache")
 
     def _admit(self, champion: ChampionKernel, source: str) -> Refusal | None:
         """The trust checks, then the option allow-list when the champion must be recompiled

@@ -19,7 +19,10 @@ class LoaderSettings(BaseSettings):
     Environment variables: ``KERNEVO_API_URL``, ``KERNEVO_API_TOKEN`` (sent to the service as a
     bearer token when set: a read token, for a service whose champion routes require one),
     ``KERNEVO_CACHE_DIR``,
-    ``KERNEVO_REQUEST_TIMEOUT_S``; trust: ``KERNEVO_TRUSTED_KEYS`` (comma-separated Ed25519
+    ``KERNEVO_CACHE_MAX_AGE_S`` (seconds, default 3600: a disk-cache entry written less than
+    this long ago that passes the trust checks is used without asking the service; older ones
+    are asked about first; 0: always ask the service first), ``KERNEVO_REQUEST_TIMEOUT_S``;
+    trust: ``KERNEVO_TRUSTED_KEYS`` (comma-separated Ed25519
     public keys, each base64 of the 32 raw bytes or a path to a PEM key file),
     ``KERNEVO_KEY_DIR`` (the local key pair ``kernevo evolve`` creates, default
     ``~/.config/kernevo/keys``), ``KERNEVO_TRUST_LOCAL_KEY`` (trust that local public key when
@@ -45,6 +48,11 @@ class LoaderSettings(BaseSettings):
     api_url: str = "http://127.0.0.1:8000"
     api_token: SecretStr | None = None
     cache_dir: Path = Path("~/.cache/kernevo")
+    # HTTP's max-age, decided by the loader (the service sends no Cache-Control): an hour keeps
+    # a process starting within it off the network (issue 11: load + first call under 50 ms)
+    # while a newly promoted champion still reaches every loader within the hour. A week at
+    # most: beyond that a unit typo (ms) is likelier than intent.
+    cache_max_age_s: float = Field(default=3600.0, ge=0, le=7 * 24 * 3600, allow_inf_nan=False)
     # The first call of each shape waits for the service; ten minutes bounds a unit typo
     # (2000 meant as milliseconds) while allowing any real network.
     request_timeout_s: float = Field(default=2.0, gt=0, le=600, allow_inf_nan=False)

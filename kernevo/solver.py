@@ -27,8 +27,9 @@ from kernevo.paths import ops
 from kernevo.paths import spec as path_spec
 
 if TYPE_CHECKING:
-    # Imported by load() when it runs: they bring httpx and pydantic, which `from kernevo
-    # import load` need not pay for (the resolver is built by load, its classes are only types).
+    # Imported by load() when it runs: they bring pydantic (and the fetch, httpx), which `from
+    # kernevo import load` need not pay for (the resolver is built by load, its classes are
+    # only types).
     from kernevo.client import ChampionKernel
     from kernevo.graphs import SolveGraph
     from kernevo.resolver import Decision, Resolver
@@ -388,6 +389,7 @@ def load(
     trusted_keys: Sequence[str] | None = None,
     key_dir: str | Path | None = None,
     lock_file: str | Path | None = None,
+    cache_max_age_s: float | None = None,
 ) -> OpSolver:
     """A solver for ``op`` in ``dtype`` on CuPy's current device: a callable with the op's
     signature (:class:`OpSolver`; trsm ``solver(a, b)``, solve_tri ``solver(a, b)``,
@@ -396,15 +398,19 @@ def load(
     Each argument overrides its ``KERNEVO_*`` variable (see :class:`LoaderSettings`):
     ``api_url`` (default ``http://127.0.0.1:8000``), ``cache_dir`` (``~/.cache/kernevo``),
     ``trusted_keys`` (public keys: base64 of the 32 raw bytes or PEM file paths), ``key_dir``
-    (the local key pair, ``~/.config/kernevo/keys``) and ``lock_file``. Only champions signed
-    by a trusted key (and pinned by the lock file, when one is given) run; with no trusted key
-    at all every problem goes to the op's fallback and :meth:`OpSolver.explain` says so.
-    Nothing is fetched here: each (path, shape bucket) is fetched on the first call that needs
-    it.
+    (the local key pair, ``~/.config/kernevo/keys``), ``lock_file`` and ``cache_max_age_s``
+    (``3600``). Only champions signed by a trusted key (and pinned by the lock file, when one
+    is given) run; with no trusted key at all every problem goes to the op's fallback and
+    :meth:`OpSolver.explain` says so. Nothing is fetched here: each (path, shape bucket) is
+    looked up on the first call that needs it, in the disk cache first when its entry was
+    written less than ``cache_max_age_s`` seconds ago (then the service is not asked, and the
+    HTTP client is never imported), else from the service (:class:`kernevo.resolver.Resolver`).
 
     Raises:
         ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
-            file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line).
+            file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line);
+            a setting or argument that does not parse or is out of range (``SettingsError``,
+            one line naming it, e.g. ``cache_max_age_s=-1``).
         ModuleNotFoundError: what the op's fallback needs is not installed (band_bidiag's
             LAPACK comes with SciPy, which the light ``kernevo`` wheel does not depend on).
         kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
@@ -429,6 +435,8 @@ def load(
         overrides["key_dir"] = Path(key_dir)
     if lock_file is not None:
         overrides["lock_file"] = Path(lock_file)
+    if cache_max_age_s is not None:
+        overrides["cache_max_age_s"] = cache_max_age_s
     settings = LoaderSettings(**overrides)
     trust = policy_from_settings(settings)
     resolver = Resolver(
@@ -443,5 +451,6 @@ def load(
         ),
         cache=ChampionCache(settings.cache_dir),
         trust=trust,
+        cache_max_age_s=settings.cache_max_age_s,
     )
     return OpSolver(resolver, call=call)
