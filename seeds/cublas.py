@@ -1,5 +1,6 @@
 """cuBLAS through ctypes, for every path: the library's loading, ?trsm (the vendor baseline
-each TRSM path is timed against) and ?gemm (trsm_blocked's block-row updates).
+each TRSM path is timed against), ?trsmBatched (solve_tri's and trsm_small_batched's) and ?gemm
+(trsm_blocked's block-row updates).
 
 CuPy's cuBLAS wrappers raise under CUDA stream capture, so timing cuBLAS over a replayed graph
 calls libcublas's ``cublas?trsm_v2`` and ``cublas?gemm_v2`` directly on a handle bound to the
@@ -199,9 +200,15 @@ class VendorGemm:
 # cublas_api.h enums for the batched solve on row-major data: CUBLAS_SIDE_RIGHT,
 # CUBLAS_FILL_MODE_UPPER.
 _SIDE_RIGHT, _FILL_UPPER = 1, 1
+_BATCHED_ROUTINES = {
+    "float32": ("cublasStrsmBatched", ctypes.c_float * 1),
+    "float64": ("cublasDtrsmBatched", ctypes.c_double * 1),
+    "complex64": ("cublasCtrsmBatched", ctypes.c_float * 2),
+    "complex128": ("cublasZtrsmBatched", ctypes.c_double * 2),
+}
+_ITEMSIZE = {"float32": 4, "float64": 8, "complex64": 8, "complex128": 16}
 # The pointer arrays' filler: entry i = i3 * b2 + i2 of each array is the address of matrix
-# (i2, i3) of its tensor (byte strides). Launched on the handle's stream before every solve, so a
-# captured graph refills them at each replay from the addresses it was captured with.
+# (i2, i3) of its tensor (byte strides, so any dtype).
 _BATCH_POINTERS_SOURCE = r"""
 extern "C" __global__ void kernevo_batch_pointers(
     unsigned long long a, unsigned long long x, long long nb_a2, long long nb_a3,
@@ -216,52 +223,74 @@ extern "C" __global__ void kernevo_batch_pointers(
 }
 """
 _BATCHED_WORKSPACE_BYTES = 4 * 1024 * 1024
+# Pointer arrays kept by address (``pointers="cached"``): a timing's input sets and a loop's
+# buffers are a few dozen; the oldest is dropped past this many.
+_CACHED_POINTER_SETS = 256
 
 
 class VendorTrsmBatched:
-    """cuBLAS ``cublasStrsmBatched`` solving ggml's SOLVE_TRI in place: for every batch index
-    (i2, i3), A·X = B with A n×n lower triangular (non-unit diagonal) and X, B n×k, each matrix
-    row-major (ggml tensors [n, n, b2, b3] and [k, n, b2, b3] with byte strides (nb1, nb2, nb3)).
+    """cuBLAS ``cublas?trsmBatched`` (s, d, c, z) solving a batch of row-major lower triangular
+    systems in place: for every batch index (i2, i3), A·X = B with A n×n lower triangular
+    (non-unit diagonal) and X, B n×k, each matrix row-major (ggml tensors [n, n, b2, b3] and
+    [k, n, b2, b3] with byte strides (nb1, nb2, nb3); ``trsm_batched``'s packed (batch, m, m) and
+    (batch, m, n) arrays are the case b2 = batch, b3 = 1).
 
-    Row-major A read as column-major with leading dimension nb_a1/4 is Aᵀ, upper triangular;
-    row-major X (k×n column-major, leading dimension nb_x1/4) is Xᵀ. So A·X = B is
-    Xᵀ·Aᵀ = Bᵀ: side=Right, uplo=Upper, trans=N, diag=Non-unit, m = k, n = n, alpha = 1, on
-    per-batch pointer arrays (b2·b3 entries each). The strict lower triangle of Aᵀ (A's strict
-    upper triangle) is not referenced.
+    Row-major A read as column-major with leading dimension nb_a1/itemsize is Aᵀ, upper
+    triangular; row-major X (k×n column-major, leading dimension nb_x1/itemsize) is Xᵀ. So
+    A·X = B is Xᵀ·Aᵀ = Bᵀ: side=Right, uplo=Upper, trans=N, diag=Non-unit, m = k, n = n,
+    alpha = 1, on per-batch pointer arrays (b2·b3 entries each). The strict lower triangle of
+    Aᵀ (A's strict upper triangle) is not referenced.
 
-    Graph capture: the two pointer arrays are allocated once per batch count, on the first call
-    with that count, which must come before any capture (the evaluator's timing calls every
-    solver once before it captures); every call then refills them with a small kernel on the
-    handle's stream and calls cuBLAS, neither of which allocates, so both can be captured. The
-    handle has its own workspace (cublasSetWorkspace), so a captured solve never asks the
-    library to allocate. The refill is one extra launch per solve (ggml's own batched cuBLAS
-    calls fill their pointer arrays with a kernel per call too).
+    Pointer arrays, by ``pointers``:
+
+    - ``"refill"`` (solve_tri, as ggml calls cuBLAS): allocated once per batch count, on the
+      first call with that count, which must come before any capture; every call refills them
+      with a small kernel on the handle's stream (one extra launch per solve, part of what is
+      timed: ggml's own batched cuBLAS calls fill theirs with a kernel per call too);
+    - ``"cached"`` (trsm_batched, as an application calling cuBLAS on its own buffers does):
+      built once per (addresses, shape, strides), on the first call with them, which must come
+      before any capture; later calls only call cuBLAS (the timing calls cuBLAS on every input
+      set before it captures).
+
+    Either way a captured call neither allocates nor synchronizes; the handle has its own
+    workspace (cublasSetWorkspace), so a captured solve never asks the library to allocate.
 
     Raises:
+        ValueError: an unknown dtype or ``pointers`` mode.
         OSError: libcublas cannot be loaded.
         RuntimeError: a cuBLAS call returns a non-zero status.
     """
 
-    def __init__(self, dtype: str = "float32", stream: Any = None) -> None:
+    def __init__(
+        self, dtype: str = "float32", stream: Any = None, pointers: str = "refill"
+    ) -> None:
         import cupy
 
-        if dtype != "float32":
-            raise ValueError(f"cublasStrsmBatched solves float32; got {dtype}")
+        if dtype not in _BATCHED_ROUTINES:
+            raise ValueError(
+                f"cublas?trsmBatched solves {', '.join(_BATCHED_ROUTINES)}; got {dtype}"
+            )
+        if pointers not in ("refill", "cached"):
+            raise ValueError(f"pointers must be 'refill' or 'cached'; got {pointers!r}")
         self._cupy = cupy
         self._lib = load_libcublas()
-        self._fn = self._lib.cublasStrsmBatched
+        name, alpha_type = _BATCHED_ROUTINES[dtype]
+        self._fn = getattr(self._lib, name)
         self._fn.restype = ctypes.c_int
-        self._alpha = (ctypes.c_float * 1)(1.0)
+        self._alpha = alpha_type(1.0) if alpha_type._length_ == 1 else alpha_type(1.0, 0.0)
+        self._itemsize = _ITEMSIZE[dtype]
+        self._routine = name
+        self._refill = pointers == "refill"
         self._fill = cupy.RawKernel(_BATCH_POINTERS_SOURCE, "kernevo_batch_pointers")
         self._workspace = cupy.empty(_BATCHED_WORKSPACE_BYTES, dtype=cupy.uint8)
-        self._pointers: dict[int, tuple[Any, Any]] = {}
+        self._pointers: dict[Any, tuple[Any, Any]] = {}
         self._handle = ctypes.c_void_p()
         self._stream: Any = None
         VendorTrsm._check(self._lib.cublasCreate_v2(ctypes.byref(self._handle)), "cublasCreate_v2")
         self.set_stream(stream)
 
     def set_stream(self, stream: Any) -> None:
-        """Bind the handle and the pointer refills to a CuPy stream (None: the legacy default
+        """Bind the handle and the pointer fills to a CuPy stream (None: the legacy default
         stream) and set the handle's workspace again (cublasSetStream resets it)."""
         lib, handle = self._lib, self._handle
         ptr = 0 if stream is None else stream.ptr
@@ -276,26 +305,48 @@ class VendorTrsmBatched:
         )
         self._stream = stream
 
-    def _pointer_arrays(self, count: int) -> tuple[Any, Any]:
-        """The two pointer arrays for ``count`` matrices, allocated on first use.
+    def _new_arrays(self, count: int) -> tuple[Any, Any]:
+        """Two pointer arrays of ``count`` entries.
 
         Raises:
-            RuntimeError: first use while the stream is capturing (nothing may be allocated).
+            RuntimeError: the stream is capturing (nothing may be allocated).
         """
-        if count not in self._pointers:
-            from cupy.cuda import runtime
+        from cupy.cuda import runtime
 
-            ptr = 0 if self._stream is None else self._stream.ptr
-            if ptr and runtime.streamIsCapturing(ptr):
-                raise RuntimeError(
-                    f"cublasStrsmBatched: pointer arrays for {count} matrices are allocated on "
-                    "the first call, which must come before graph capture"
-                )
-            cupy = self._cupy
-            self._pointers[count] = (
-                cupy.zeros(count, dtype=cupy.uint64), cupy.zeros(count, dtype=cupy.uint64),
-            )  # fmt: skip
-        return self._pointers[count]
+        ptr = 0 if self._stream is None else self._stream.ptr
+        if ptr and runtime.streamIsCapturing(ptr):
+            raise RuntimeError(
+                f"{self._routine}: pointer arrays for {count} matrices are built on the first "
+                "call, which must come before graph capture"
+            )
+        cupy = self._cupy
+        return cupy.zeros(count, dtype=cupy.uint64), cupy.zeros(count, dtype=cupy.uint64)
+
+    def _filled_arrays(
+        self, a_ptr: int, x_ptr: int, b2: int, count: int, nb_a: tuple[int, int, int],
+        nb_x: tuple[int, int, int],
+    ) -> tuple[Any, Any]:  # fmt: skip
+        """The pointer arrays of this call: refilled (``"refill"``) or as built for these
+        addresses and strides (``"cached"``; module docstring)."""
+        import numpy as np
+
+        key: Any = count if self._refill else (a_ptr, x_ptr, b2, count, nb_a, nb_x)
+        found = self._pointers.get(key)
+        if found is not None and not self._refill:
+            return found
+        arrays = found or self._new_arrays(count)
+        args = (
+            np.uint64(a_ptr), np.uint64(x_ptr), np.int64(nb_a[1]), np.int64(nb_a[2]),
+            np.int64(nb_x[1]), np.int64(nb_x[2]), np.int32(b2), np.int32(count), *arrays,
+        )  # fmt: skip
+        stream = self._stream if self._stream is not None else self._cupy.cuda.Stream.null
+        with stream:
+            self._fill(((count + 127) // 128,), (128,), args)
+        if found is None:
+            if not self._refill and len(self._pointers) >= _CACHED_POINTER_SETS:
+                del self._pointers[next(iter(self._pointers))]
+            self._pointers[key] = arrays
+        return arrays
 
     def solve_raw(
         self, a_ptr: int, x_ptr: int, n: int, k: int, b2: int, b3: int,
@@ -305,29 +356,28 @@ class VendorTrsmBatched:
         X [k, n, b2, b3] at ``x_ptr`` holding B, byte strides ``nb_*`` = (nb1, nb2, nb3).
 
         Raises:
-            ValueError: a row stride not a multiple of 4 bytes or shorter than a row (cuBLAS
-                needs lda ≥ n, ldb ≥ k), or a non-positive size.
-            RuntimeError: cuBLAS fails, or a new batch count under capture.
+            ValueError: a row stride not a multiple of the element size or shorter than a row
+                (cuBLAS needs lda ≥ n, ldb ≥ k), or a non-positive size.
+            RuntimeError: cuBLAS fails, or new pointer arrays under capture.
         """
-        import numpy as np
-
         if min(n, k, b2, b3) < 1:
-            raise ValueError(f"cublasStrsmBatched: sizes must be >= 1; got {(n, k, b2, b3)}")
+            raise ValueError(f"{self._routine}: sizes must be >= 1; got {(n, k, b2, b3)}")
+        size = self._itemsize
         for name, nb, cols in (("A", nb_a, n), ("X", nb_x, k)):
-            if nb[0] % 4 or nb[0] < 4 * cols:
+            if nb[0] % size or nb[0] < size * cols:
                 raise ValueError(
-                    f"cublasStrsmBatched: {name}'s row stride {nb[0]} bytes must be a multiple "
-                    f"of 4 and at least {4 * cols}"
+                    f"{self._routine}: {name}'s row stride {nb[0]} bytes must be a multiple "
+                    f"of {size} and at least {size * cols}"
                 )
         count = b2 * b3
-        a_ptrs, x_ptrs = self._pointer_arrays(count)
-        args = (
-            np.uint64(a_ptr), np.uint64(x_ptr), np.int64(nb_a[1]), np.int64(nb_a[2]),
-            np.int64(nb_x[1]), np.int64(nb_x[2]), np.int32(b2), np.int32(count), a_ptrs, x_ptrs,
-        )  # fmt: skip
-        stream = self._stream if self._stream is not None else self._cupy.cuda.Stream.null
-        with stream:
-            self._fill(((count + 127) // 128,), (128,), args)
+        a_ptrs, x_ptrs = self._filled_arrays(
+            a_ptr,
+            x_ptr,
+            b2,
+            count,
+            tuple(nb_a),
+            tuple(nb_x),  # type: ignore[arg-type]
+        )
         VendorTrsm._check(
             self._fn(
                 self._handle,
@@ -339,9 +389,9 @@ class VendorTrsmBatched:
                 ctypes.c_int(n),
                 self._alpha,
                 ctypes.c_void_p(a_ptrs.data.ptr),
-                ctypes.c_int(nb_a[0] // 4),
+                ctypes.c_int(nb_a[0] // size),
                 ctypes.c_void_p(x_ptrs.data.ptr),
-                ctypes.c_int(nb_x[0] // 4),
+                ctypes.c_int(nb_x[0] // size),
                 ctypes.c_int(count),
             ),  # fmt: skip
             "trsmBatched",

@@ -73,25 +73,27 @@ class CompiledKernel:
         self.module.load(cubin)
         self.kernel = self.module.get_function(kernel_name)
         self.config_kernel = self.module.get_function(config_kernel_name)
-        self._geometry: dict[tuple[int, int], LaunchGeometry] = {}
+        self._geometry: dict[tuple[int, ...], LaunchGeometry] = {}
         self._opted_in = _DEFAULT_DYNAMIC_SHARED
 
-    def geometry(self, m: int, n: int) -> LaunchGeometry:
-        """The launch for problem (m, n), asked of the candidate once and cached.
+    def geometry(self, *shape: int) -> LaunchGeometry:
+        """The launch for a problem of ``shape`` (the op's parameters in order, each passed to
+        the candidate's launch-config kernel as an int before ``cfg``: trsm's (m, n),
+        trsm_batched's (m, n, batch)), asked of the candidate once and cached.
 
         Raises:
             GeometryError: zero or too many threads, an empty or oversized grid, or more shared
                 memory than the device grants a block.
         """
-        if (m, n) in self._geometry:
-            return self._geometry[(m, n)]
+        if shape in self._geometry:
+            return self._geometry[shape]
         cupy = self._cupy
         cfg = cupy.full(7, -1, dtype=cupy.int32)
-        self.config_kernel((1,), (1,), (cupy.int32(m), cupy.int32(n), cfg))
+        self.config_kernel((1,), (1,), (*(cupy.int32(v) for v in shape), cfg))
         values = [int(v) for v in cfg.get()]
         geometry = LaunchGeometry(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]
         self._validate(geometry)
-        self._geometry[(m, n)] = geometry
+        self._geometry[shape] = geometry
         return geometry
 
     def _validate(self, g: LaunchGeometry) -> None:

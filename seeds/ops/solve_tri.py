@@ -80,10 +80,20 @@ def cublas_solve_tri(a: Any, b: Any) -> Any:
     Raises:
         TypeError, ValueError: see :func:`check_operands`.
     """
+    check_operands(a, b)
+    return solve_lower_batches(a, b)
+
+
+def solve_lower_batches(a: Any, b: Any) -> Any:
+    """A·X = B for every leading (batch) index of CuPy arrays ``a`` (…, n, n; its lower
+    triangle read) and ``b`` (…, n, k), in place in ``b``, returned: cuBLAS's batched TRSM
+    through ``cupyx.scipy.linalg.solve_triangular``, one call for the whole batch on CuPy 14 or
+    later, one per matrix before. Unchecked (the caller's op checks its operands); ``a`` is cast
+    to ``b``'s dtype first."""
     import cupy
+    import numpy
     from cupyx.scipy.linalg import solve_triangular
 
-    check_operands(a, b)
     if b.size == 0:
         return b
     if a.dtype != b.dtype:
@@ -91,9 +101,8 @@ def cublas_solve_tri(a: Any, b: Any) -> Any:
     if int(cupy.__version__.split(".")[0]) >= _BATCHED_CUPY_MAJOR:
         b[...] = solve_triangular(a, b, lower=True)
         return b
-    for i3 in range(b.shape[0]):
-        for i2 in range(b.shape[1]):
-            b[i3, i2] = solve_triangular(a[i3, i2], b[i3, i2], lower=True)
+    for index in numpy.ndindex(*b.shape[:-2]):
+        b[index] = solve_triangular(a[index], b[index], lower=True)
     return b
 
 

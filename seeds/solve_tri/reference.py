@@ -1,4 +1,5 @@
-"""The float64 host reference of SOLVE_TRI and the measures its checks compare against, per
+"""The float64 (complex128) host reference of SOLVE_TRI (and of trsm_batched, the same batched
+lower solve in four dtypes) and the measures its checks compare against, per
 batch index (``evaluator.checks.solve_tri`` applies the bounds).
 
 NumPy only (no SciPy): the path's folder is vendored into the loader, which must import every
@@ -22,10 +23,12 @@ FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 
 
 def forward_substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """X = A⁻¹·B in float64 for every batch: ``a`` (..., n, n), of which only the lower triangle
-    is read (its strict upper triangle may be NaN), ``b`` (..., n, k); returns (..., n, k)."""
-    lower = np.tril(np.nan_to_num(np.asarray(a, dtype=np.float64)))
-    x = np.array(b, dtype=np.float64)
+    """X = A⁻¹·B in float64 (complex128 when ``a`` or ``b`` is complex) for every batch: ``a``
+    (..., n, n), of which only the lower triangle is read (its strict upper triangle may be
+    NaN), ``b`` (..., n, k); returns (..., n, k)."""
+    wide = _wide(a, b)
+    lower = np.tril(np.nan_to_num(np.asarray(a, dtype=wide)))
+    x = np.array(b, dtype=wide)
     n = lower.shape[-1]
     for i in range(n):
         if i:
@@ -34,10 +37,16 @@ def forward_substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return x
 
 
+def _wide(a: np.ndarray, b: np.ndarray) -> type:
+    """complex128 when ``a`` or ``b`` is complex, else float64."""
+    return np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+
+
 def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """X (..., n, k) and |A⁻¹|·|A|·|X| (..., n, k) in float64, per batch."""
+    """X (..., n, k) and |A⁻¹|·|A|·|X| (..., n, k) in float64 (complex128 for X on complex
+    inputs), per batch."""
     x = forward_substitution(a, b)
-    lower = np.tril(np.nan_to_num(np.asarray(a, dtype=np.float64)))
+    lower = np.tril(np.nan_to_num(np.asarray(a, dtype=_wide(a, b))))
     n = lower.shape[-1]
     inverse = forward_substitution(lower, np.broadcast_to(np.eye(n), lower.shape))
     growth = np.abs(inverse) @ (np.abs(lower) @ np.abs(x))
@@ -56,10 +65,12 @@ def row_relative_errors(x_hat: np.ndarray, x_ref: np.ndarray) -> np.ndarray:
     return err / _row_scale(x_ref)
 
 
-def row_error_bounds(n: int, x_ref: np.ndarray, growth: np.ndarray) -> np.ndarray:
+def row_error_bounds(
+    n: int, x_ref: np.ndarray, growth: np.ndarray, u: float = FLOAT32_UNIT_ROUNDOFF
+) -> np.ndarray:
     """Each row's bound on :func:`row_relative_errors`: 4·γ_{n+2}·max_j (|A⁻¹|·|A|·|X|)_ij /
-    max_j |x_ij| for a float32 solve of order ``n``: (..., n) float64."""
-    u = FLOAT32_UNIT_ROUNDOFF
+    max_j |x_ij| for a solve of order ``n`` with unit roundoff ``u`` (float32's by default; the
+    same bound covers complex arithmetic, ``evaluator.checks.accuracy``): (..., n) float64."""
     gamma = (n + 2) * u / (1 - (n + 2) * u)
     return FORWARD_SAFETY * gamma * growth.max(axis=-1) / _row_scale(x_ref)
 
