@@ -1,0 +1,93 @@
+"""``scripts/loader_startup.py`` (issue 11, Build item 4): the loader's start-up from its disk
+cache.
+
+On CPU: the signed seed champion the script writes is admitted by the loader's real trust checks
+(the local key pair the script makes, read as ``kernevo.load`` reads it) and served from the
+disk cache without asking the service. On the GPU (marked ``gpu``): the script end to end —
+``import kernevo``, CuPy's start, then ``kernevo.load`` + the first 64×64 call from the disk
+cache in a fresh interpreter, the service a closed port — with the first call under issue 11's
+50 ms, the kernel from the disk cache, and the solve right (the script's tolerance: 1e-12 for
+float64 on A = I + L, ‖L‖∞ ≤ 10⁻³, far above its rounding and far below a wrong solve).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kernevo.cache import ChampionCache
+from kernevo.client import FetchOutcome
+from kernevo.device import GpuInfo
+from kernevo.keys import generate_key_pair
+from kernevo.resolver import Resolver
+from kernevo.settings import LoaderSettings
+from kernevo.trust import policy_from_settings
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "loader_startup.py"
+GPU = GpuInfo(
+    index=0, name="NVIDIA H200", key="nvidia-h200", arch="sm_90",
+    cuda_driver_api_version="13.0", nvrtc_version="12.8", nvidia_driver_version="580.95.05",
+)  # fmt: skip
+# issue 11: load + first call from the disk cache under 50 ms once CuPy is initialized.
+FIRST_CALL_BOUND_MS = 50.0
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("loader_startup", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_scripts_signed_seed_is_served_from_the_disk_cache(tmp_path: Path) -> None:
+    script = _script()
+    key = generate_key_pair(tmp_path / "keys")
+    champion = script.seed_champion(GPU, "float64", b"\x7fELF stand-in cubin", key, "12.8")
+    cache = ChampionCache(tmp_path / "cache")
+    cache.store(champion)
+    settings = LoaderSettings(
+        cache_dir=tmp_path / "cache", key_dir=tmp_path / "keys", trusted_keys=()
+    )
+    asked: list[object] = []
+
+    def fetch(key: object, *shape: int) -> FetchOutcome:
+        asked.append(key)
+        return FetchOutcome("unreachable", "service unreachable: not expected")
+
+    resolver = Resolver(
+        "trsm", "float64", gpu=GPU, fetch=fetch, cache=cache,
+        trust=policy_from_settings(settings), cache_max_age_s=settings.cache_max_age_s,
+    )  # fmt: skip
+    decision = resolver.resolve(64, 64)
+
+    assert asked == []
+    assert (decision.route, decision.path, decision.refusals) == ("kernel", "trsm_small", ())
+    assert decision.reason.startswith("champion program 1 from disk cache (written ")
+    # Its certificate names this GPU's toolkit: served without a "not re-verified" remark.
+    assert decision.reason.endswith("service not asked)")
+
+
+@pytest.mark.gpu
+def test_load_and_first_call_from_the_disk_cache_are_fast_and_right(tmp_path: Path) -> None:
+    out = tmp_path / "startup.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dtype", "float64", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    print(f"\n{done.stdout}{done.stderr}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["route"] == "kernel"
+    assert "from disk cache" in result["reason"] and "service not asked" in result["reason"]
+    assert result["rel_error"] <= 1e-12
+    assert result["first_call_ms"] < FIRST_CALL_BOUND_MS, result
