@@ -12,7 +12,8 @@ process never imports CuPy through it). trsm's, :class:`TrsmSuite`, is the evalu
 A new op brings a module of its own with a suite and one entry here (docs/CONTRACTS.md,
 "Adding an op"): solve_tri's is ``evaluator.solve_tri_suite`` (timed by
 ``evaluator.solve_tri_timing``), band_bidiag's ``evaluator.band_bidiag_suite`` (timed by
-``evaluator.band_bidiag_timing``).
+``evaluator.band_bidiag_timing``), trsm_batched's ``evaluator.trsm_batched_suite`` (timed by
+``evaluator.trsm_batched_timing``; both batched solves' timing is ``evaluator.set_timing``).
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ SUITES: dict[str, str] = {
     "trsm": "evaluator.op_suites:TrsmSuite",
     "solve_tri": "evaluator.solve_tri_suite:SolveTriSuite",
     "band_bidiag": "evaluator.band_bidiag_suite:BandBidiagSuite",
+    "trsm_batched": "evaluator.trsm_batched_suite:TrsmBatchedSuite",
 }
 """Each op's suite by the op's name: ``"module:attribute"`` naming a class (constructed with no
 argument) or an object; absolute module names. Every op with a registered path has one

@@ -46,6 +46,19 @@ from evaluator.noise import (
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
 from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout, iqr
 
+# Input sets per graph: as many as fit this many bytes of A and B (the L2 of an H200 is 50 MB:
+# at solve_tri's largest timed shape, (64, 64, 8, 32), ten sets of 6 MiB reach past it, as
+# ggml's tensors of that size would), between these bounds.
+SET_BYTES_BUDGET = 64 * 2**20
+MIN_CALLS, MAX_CALLS = 2, 16
+SAMPLES, WARMUP = 60, 5
+# Replays whose inputs are drawn at once (each refresh copies its own slice in), as many as fit
+# this many bytes, at most MAX_REPLAYS_PER_DRAW: a draw costs a few dozen launches from Python
+# whatever its size, and one per replay made timing 15.6 s of a candidate's 22 s on the H200
+# (docs/RESULTS.md section 16).
+DRAW_BYTES_BUDGET = 512 * 2**20
+MAX_REPLAYS_PER_DRAW = 16
+
 # One call on input set i: (a_ptr, b_ptr, x_ptr, stream) of that set; x_ptr is b_ptr in place.
 SetCall = Callable[[int, int, int, Any], None]
 # audit(when, inputs, after, sets): inputs are host copies of A's and B's buffers as the audited
@@ -77,6 +90,17 @@ class TimedSets:
     draw: Callable[[Any, int], tuple[Any, Any]]
     bytes_moved: int
     audit: Audit
+
+
+def timing_plan(set_bytes: int) -> dict[str, int]:
+    """``calls`` (solves per graph, each on its own input set), ``samples``, ``warmup``,
+    ``single_calls`` and ``replays_per_draw`` for input sets of ``set_bytes`` bytes (A and B):
+    calls = SET_BYTES_BUDGET / ``set_bytes``, within [MIN_CALLS, MAX_CALLS]; replays per draw =
+    DRAW_BYTES_BUDGET / (bytes of one replay's sets), within [1, MAX_REPLAYS_PER_DRAW]."""
+    calls = max(MIN_CALLS, min(MAX_CALLS, SET_BYTES_BUDGET // set_bytes))
+    replays = max(1, min(MAX_REPLAYS_PER_DRAW, DRAW_BYTES_BUDGET // (calls * set_bytes)))
+    return {"calls": calls, "samples": SAMPLES, "warmup": WARMUP, "single_calls": calls,
+            "replays_per_draw": replays}  # fmt: skip
 
 
 def plausibility_floor_us(bytes_moved: int, dram_bandwidth: float, launch_us: float) -> float:

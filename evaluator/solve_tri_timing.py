@@ -31,7 +31,17 @@ from evaluator import set_timing
 from evaluator.checks.solve_tri import shape_words
 from evaluator.inputs import CounterRng
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
-from evaluator.set_timing import SetCall, TimedSets, time_sets
+from evaluator.set_timing import (
+    MAX_CALLS,
+    SAMPLES,
+    WARMUP,
+    SetCall,
+    TimedSets,
+    time_sets,
+)
+from evaluator.set_timing import (
+    MIN_CALLS as MIN_CALLS,  # the plan's bounds, read by the tests as this module's
+)
 from evaluator.timing import SetLayout
 from seeds.solve_tri.inputs import Problem, Tensor
 from seeds.solve_tri.layout import FLOAT_BYTES, packed_strides
@@ -40,31 +50,12 @@ SolveTriShape = tuple[int, int, int, int]
 # solve_raw(a_ptr, b_ptr, x_ptr, n, k, b2, b3, nb_a, nb_b, nb_x, stream): the candidate's launch.
 Solver = Callable[..., None]
 
-# Input sets per graph: as many as fit this many bytes of A and B (the L2 of an H200 is 50 MB:
-# at the largest timed shape, (64, 64, 8, 32), ten sets of 6 MiB reach past it, as ggml's
-# tensors of that size would), between these bounds.
-SET_BYTES_BUDGET = 64 * 2**20
-MIN_CALLS, MAX_CALLS = 2, 16
-SAMPLES, WARMUP = 60, 5
-# Replays whose inputs are drawn at once (each refresh copies its own slice in), as many as fit
-# this many bytes, at most MAX_REPLAYS_PER_DRAW: a draw costs a few dozen launches from Python
-# whatever its size, and one per replay made timing 15.6 s of a candidate's 22 s on the H200
-# (docs/RESULTS.md section 16).
-DRAW_BYTES_BUDGET = 512 * 2**20
-MAX_REPLAYS_PER_DRAW = 16
-
 
 def timing_plan(shape: SolveTriShape) -> dict[str, int]:
-    """``calls`` (solves per graph, each on its own input set), ``samples``, ``warmup``,
-    ``single_calls`` and ``replays_per_draw`` for ``shape`` (n, k, b2, b3): calls =
-    SET_BYTES_BUDGET / (bytes of one set's A and B), within [MIN_CALLS, MAX_CALLS]; replays per
-    draw = DRAW_BYTES_BUDGET / (bytes of one replay's sets), within [1, MAX_REPLAYS_PER_DRAW]."""
+    """``calls``, ``samples``, ``warmup``, ``single_calls`` and ``replays_per_draw`` for
+    ``shape`` (n, k, b2, b3): ``evaluator.set_timing.timing_plan`` of one set's A and B bytes."""
     n, k, b2, b3 = shape
-    per_set = FLOAT_BYTES * b2 * b3 * (n * n + n * k)
-    calls = max(MIN_CALLS, min(MAX_CALLS, SET_BYTES_BUDGET // per_set))
-    replays = max(1, min(MAX_REPLAYS_PER_DRAW, DRAW_BYTES_BUDGET // (calls * per_set)))
-    return {"calls": calls, "samples": SAMPLES, "warmup": WARMUP, "single_calls": calls,
-            "replays_per_draw": replays}  # fmt: skip
+    return set_timing.timing_plan(FLOAT_BYTES * b2 * b3 * (n * n + n * k))
 
 
 def bytes_moved(shape: SolveTriShape) -> int:

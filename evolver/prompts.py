@@ -121,6 +121,20 @@ OP_PROMPTS: dict[str, OpPrompt] = {
         "from another batch fails however small it is.",
         baseline="cuBLAS's batched TRSM",
     ),
+    "trsm_batched": OpPrompt(
+        prelude="the fixed prelude above the EVOLVE-BLOCK defines scalar_t, real_t and the kv_* "
+        "arithmetic helpers.",
+        checks="Every candidate is checked batch index by batch index against a float64 "
+        "(complex128) reference on ragged shapes ({envelope}) at batch 1, 3 and 1000, every "
+        "batch index on different data; guard bands around A and B must stay untouched and A's "
+        "strict upper triangle holds NaN. Then it is timed against {baseline} with graph replay "
+        "on fresh inputs and checked again. A failed check scores 0.",
+        inputs="Each row of each batch index is judged on its own (max_j |x_ij - x_ref_ij| / "
+        "max_j |x_ref_ij| within its componentwise bound), so a row that is skipped, zeroed or "
+        "solved with another batch index's A fails however small it is; a batch that is not a "
+        "multiple of a per-block batch tile must still be solved exactly.",
+        baseline="cuBLAS ?trsmBatched",
+    ),
     "band_bidiag": OpPrompt(
         prelude="the fixed prelude above the EVOLVE-BLOCK defines scalar_t (float or double), "
         "KV_WARP (32) and KV_AB(i, j), a_ij in the padded band storage (ab, ldab and ku in "

@@ -23,13 +23,22 @@ from .spec import DTYPES, PathSpec, check_dtype
 from .spec import UnknownBucketError as UnknownBucketError  # raised by get_path
 from .trsm_blocked.spec import TRSM_BLOCKED
 from .trsm_small.spec import TRSM_SMALL
+from .trsm_small_batched.spec import TRSM_SMALL_BATCHED
 from .trsm_small_z64.spec import TRSM_SMALL_Z64
 
 # Every path, in registry order (route's order): trsm's three, then solve_tri's and
-# band_bidiag's (issue 8). Each op's evaluation suite is evaluator.op_suites.SUITES[spec.op].
+# band_bidiag's (issue 8), then trsm_batched's (issue 11). Each op's evaluation suite is
+# evaluator.op_suites.SUITES[spec.op].
 PATHS: dict[str, PathSpec] = {
     spec.path_id: spec
-    for spec in (TRSM_SMALL, TRSM_SMALL_Z64, TRSM_BLOCKED, SOLVE_TRI, BAND_BIDIAG)
+    for spec in (
+        TRSM_SMALL,
+        TRSM_SMALL_Z64,
+        TRSM_BLOCKED,
+        SOLVE_TRI,
+        BAND_BIDIAG,
+        TRSM_SMALL_BATCHED,
+    )
 }
 
 

@@ -32,6 +32,7 @@ from scipy.linalg import solve_triangular
 
 from evaluator.checks import band_bidiag as band_bidiag_checks
 from evaluator.checks import solve_tri as solve_tri_checks
+from evaluator.checks import trsm_batched as trsm_batched_checks
 from evaluator.checks.integrity import check_finite
 from evaluator.checks.lapack_ratio import CHECK_NAME as LAPACK_RATIO
 from evaluator.checks.lapack_ratio import check_lapack_ratio, device_module
@@ -179,8 +180,10 @@ SOLUTION_CHECKS: dict[str, SolutionCheck] = {
     "lapack_ratio": check_solution_lapack,
     # Other ops' checks take their op's problem and output; the op's suite calls them so
     # (evaluator.op_suites.SUITES): solve_tri's (seeds.solve_tri.inputs.Problem, X's buffer),
-    # band_bidiag's (seeds.band_bidiag.inputs.BandProblem, (d, e)).
+    # band_bidiag's (seeds.band_bidiag.inputs.BandProblem, (d, e)), trsm_batched's
+    # (evaluator.trsm_batched_inputs.BatchedProblem, B's buffer).
     "solve_tri": solve_tri_checks.check_output,
+    "trsm_batched": trsm_batched_checks.check_output,
     "band_bidiag_singular_values": band_bidiag_checks.check_output,
 }
 # The names of the checks each reference check runs beyond those every report that is ok has

@@ -21,13 +21,15 @@ from .spec import (
     UnknownOpError,
 )
 from .trsm import TRSM
+from .trsm_batched import TRSM_BATCHED
 
 __all__ = [
     "BAND_BIDIAG", "BOUND_KEY", "OPS", "SOLVE_TRI", "TRSM", "OpCall", "OpSpec", "ShapeError",
-    "ShapeParam", "ShapeRelation", "UnknownOpError", "get_op", "ops_with_param", "param_names",
+    "ShapeParam", "ShapeRelation", "TRSM_BATCHED", "UnknownOpError", "get_op", "ops_with_param",
+    "param_names",
 ]  # fmt: skip
 
-OPS: dict[str, OpSpec] = {spec.name: spec for spec in (TRSM, SOLVE_TRI, BAND_BIDIAG)}
+OPS: dict[str, OpSpec] = {spec.name: spec for spec in (TRSM, SOLVE_TRI, BAND_BIDIAG, TRSM_BATCHED)}
 
 
 def get_op(name: str) -> OpSpec:
@@ -44,8 +46,8 @@ def get_op(name: str) -> OpSpec:
 
 def param_names() -> tuple[str, ...]:
     """Every shape parameter name of every op, each once, in registry order (trsm's ``m``,
-    ``n``, then solve_tri's ``k``, ``b2``, ``b3``, then ``bandwidth``): the best-kernel query's
-    shape parameters."""
+    ``n``, then solve_tri's ``k``, ``b2``, ``b3``, then ``bandwidth``, then trsm_batched's
+    ``batch``): the best-kernel query's shape parameters."""
     names: list[str] = []
     for spec in OPS.values():
         names += [name for name in spec.param_names if name not in names]

@@ -1,0 +1,1 @@
+"""The `trsm_small_batched` path: batched small TRSM (op ``trsm_batched``) in one launch."""
