@@ -207,7 +207,7 @@ def _issues(response: Any) -> list[tuple[list[Any], str, str]]:
         ({"op": "solve_tri", "m": 64, "n": 64, "k": 6, "b2": 4, "b3": 2}, [
             (["query", "m"], "extra_forbidden",
              "m is not a shape parameter of solve_tri (its parameters: n, k, b2, b3); m is a "
-             "parameter of trsm"),
+             "parameter of trsm, trsm_batched"),
         ]),
         ({"op": "solve_tri", "n": 64, "k": 0, "b2": 4, "b3": -2}, [
             (["query", "k"], "value_out_of_range",
@@ -235,6 +235,29 @@ def _issues(response: Any) -> list[tuple[list[Any], str, str]]:
             (["query"], "shape_relation",
              "band_bidiag needs bandwidth <= n - 1; got n=32, bandwidth=32"),
         ]),
+        # trsm_batched: batch missing; k is solve_tri's; m past the small regime, batch 0.
+        ({"op": "trsm_batched", "m": 16, "n": 16}, [
+            (["query", "batch"], "missing",
+             "trsm_batched needs batch (independent systems solved in one call)"),
+        ]),
+        ({"op": "trsm_batched", "m": 16, "n": 16, "batch": 8, "k": 1}, [
+            (["query", "k"], "extra_forbidden",
+             "k is not a shape parameter of trsm_batched (its parameters: m, n, batch); k is a "
+             "parameter of solve_tri"),
+        ]),
+        ({"op": "trsm_batched", "m": 65, "n": 16, "batch": 0}, [
+            (["query", "m"], "value_out_of_range",
+             "m=65 is out of range: trsm_batched takes 1 <= m <= 64 (rows of each A and B (the "
+             "small regime, m <= 64))"),
+            (["query", "batch"], "value_out_of_range",
+             "batch=0 is out of range: trsm_batched takes 1 <= batch <= 2147483647 (independent "
+             "systems solved in one call)"),
+        ]),
+        ({"op": "trsm", "m": 16, "n": 16, "batch": 8}, [
+            (["query", "batch"], "extra_forbidden",
+             "batch is not a shape parameter of trsm (its parameters: m, n); batch is a "
+             "parameter of trsm_batched"),
+        ]),
         ({"op": "band_bidiag", "n": 0, "bandwidth": 0}, [
             (["query", "n"], "value_out_of_range",
              "n=0 is out of range: band_bidiag takes 1 <= n <= 2147483647 (order of the square "
@@ -261,7 +284,7 @@ def test_a_value_that_is_not_an_integer_is_refused_by_the_query_itself(
     ("params", "detail"),
     [
         ({"op": "gemm", "m": 4, "n": 4},
-         "unknown op 'gemm'; known ops: trsm, solve_tri, band_bidiag"),
+         "unknown op 'gemm'; known ops: trsm, solve_tri, band_bidiag, trsm_batched"),
         ({**TRI_QUERY, "n": 300, "k": 6, "b2": 4, "b3": 2},
          "no path serves solve_tri float32 at n=300, k=6, b2=4, b3=2"),
         ({**TRI_QUERY, "dtype": "float64", "n": 64, "k": 6, "b2": 4, "b3": 2},

@@ -60,8 +60,9 @@ def _row_scale(x_ref: np.ndarray) -> np.ndarray:
 
 
 def row_relative_errors(x_hat: np.ndarray, x_ref: np.ndarray) -> np.ndarray:
-    """max_j |x̂_ij − x_ij| / max_j |x_ij| for every row: (..., n) float64 (NaN where x̂ is)."""
-    err = np.abs(np.asarray(x_hat, dtype=np.float64) - x_ref).max(axis=-1)
+    """max_j |x̂_ij − x_ij| / max_j |x_ij| for every row: (..., n) float64 (NaN where x̂ is);
+    x̂ is widened to the reference's dtype (float64 or complex128)."""
+    err = np.abs(np.asarray(x_hat, dtype=x_ref.dtype) - x_ref).max(axis=-1)
     return err / _row_scale(x_ref)
 
 
