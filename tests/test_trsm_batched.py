@@ -295,3 +295,38 @@ def test_the_timed_outputs_are_audited_set_by_set():
     failure = audit_outputs("replay", (m, n, batch), layouts, inputs, (a_buf, past, past),
                             [0], CHECK, 9)  # fmt: skip
     assert failure.check == "timed_output_out_of_bounds_write"
+
+
+# --- served: the service answers the op's query, the loader admits the champion ---------------
+
+
+def test_the_loader_routes_trsm_batched_to_a_served_champion(tmp_path):
+    """Routing only (nothing is launched): the seed promoted with the v3 certificate its suite
+    gives, answered by the service for ``op=trsm_batched`` and admitted by the loader."""
+    from ops_service import Service
+    from test_ops_registered import H200, SIGNER, promote_seed
+
+    from kernevo.cache import ChampionCache
+    from kernevo.client import service_fetcher
+    from kernevo.keys import public_raw_of
+    from kernevo.resolver import Resolver
+    from kernevo.signature import key_id
+    from kernevo.trust import TrustPolicy
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    program_id = promote_seed(url, SPEC, "complex128", tmp_path)
+    service = Service(url)
+    try:
+        resolver = Resolver(
+            "trsm_batched", "complex128", gpu=H200,
+            trust=TrustPolicy({key_id(public_raw_of(SIGNER)): public_raw_of(SIGNER)}),
+            cache=ChampionCache(tmp_path / "cache"),
+            fetch=service_fetcher(service.url, op="trsm_batched", timeout_s=5.0),
+        )  # fmt: skip
+        decision = resolver.resolve(64, 16, 1000)
+        assert (decision.route, decision.path) == ("kernel", SPEC.path_id), decision.reason
+        assert decision.reason.startswith(f"champion program {program_id} from service")
+        assert decision.champion is not None
+        assert decision.champion.certificate["op"] == "trsm_batched"
+    finally:
+        service.stop()
