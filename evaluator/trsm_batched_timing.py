@@ -1,6 +1,6 @@
 """Device time per ``trsm_batched`` call from replaying captured CUDA graphs
 (``evaluator.set_timing``): the candidate against cuBLAS ``?trsmBatched``
-(``seeds.trsm_small_batched.baseline.CublasTrsmBatched``, pointer arrays built once per input
+(the path's baseline, ``PathSpec.baseline``: pointer arrays built once per input
 set before capture) at one (m, n, batch), in place, with fresh bounded inputs
 (``evaluator.trsm_batched_inputs``) before every replay.
 
@@ -103,8 +103,8 @@ def time_shape(
     seed: int = 12345,
 ) -> tuple[ShapeTiming, list[RivalTiming], CheckFailure | None]:
     """Time ``candidate`` (a driver's ``solve_raw``) at ``shape`` (m, n, batch) in ``dtype``
-    against ``baseline`` (``CublasTrsmBatched``, rebound to the timing stream) and ``rivals``
-    (name → solver of the candidate's signature), in the same rounds
+    against ``baseline`` (the path's cuBLAS ?trsmBatched, rebound to the timing stream) and
+    ``rivals`` (name → solver of the candidate's signature), in the same rounds
     (``evaluator.set_timing.time_sets``, in place).
 
     Raises:

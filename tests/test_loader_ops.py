@@ -271,7 +271,9 @@ def test_arrays_the_kernel_does_not_take_go_to_the_fallback(double_op, tmp_path)
 def test_load_checks_the_op_and_its_dtypes(double_op):
     check_problem("double", "float32")
     check_problem("solve_tri", "float32")  # an op whose paths have no champion yet still loads
-    with pytest.raises(ops.UnknownOpError, match="known ops: trsm, solve_tri, band_bidiag, double"):
+    with pytest.raises(
+        ops.UnknownOpError, match="known ops: trsm, solve_tri, band_bidiag, trsm_batched, double"
+    ):
         check_problem("gemm", "float64")
     with pytest.raises(UnknownDtypeError, match="expected one of float64, float32"):
         check_problem("double", "complex64")

@@ -45,20 +45,23 @@ def on_device(x: np.ndarray, order: str = "C") -> DeviceArray:
 # --- the registry -----------------------------------------------------------------------------
 
 
-def test_the_registry_holds_the_three_ops_trsm_first_with_their_parameters():
-    assert list(ops.OPS) == ["trsm", "solve_tri", "band_bidiag"]
+def test_the_registry_holds_the_four_ops_trsm_first_with_their_parameters():
+    assert list(ops.OPS) == ["trsm", "solve_tri", "band_bidiag", "trsm_batched"]
     assert ops.get_op("trsm").param_names == ("m", "n")
     assert ops.get_op("solve_tri").param_names == ("n", "k", "b2", "b3")
     assert ops.get_op("band_bidiag").param_names == ("n", "bandwidth")
-    assert ops.param_names() == ("m", "n", "k", "b2", "b3", "bandwidth")
-    assert ops.ops_with_param("n") == ["trsm", "solve_tri", "band_bidiag"]
+    assert ops.get_op("trsm_batched").param_names == ("m", "n", "batch")
+    assert ops.param_names() == ("m", "n", "k", "b2", "b3", "bandwidth", "batch")
+    assert ops.ops_with_param("n") == ["trsm", "solve_tri", "band_bidiag", "trsm_batched"]
     assert ops.ops_with_param("k") == ["solve_tri"]
     assert registry.OPS is ops.OPS  # one registry, monkeypatched in one place
 
 
 @pytest.mark.parametrize("name", ["gemm", "", "TRSM", None])
 def test_an_unknown_op_is_one_line_naming_the_known_ones(name: Any):
-    with pytest.raises(ops.UnknownOpError, match="known ops: trsm, solve_tri, band_bidiag$"):
+    with pytest.raises(
+        ops.UnknownOpError, match="known ops: trsm, solve_tri, band_bidiag, trsm_batched$"
+    ):
         ops.get_op(name)
 
 

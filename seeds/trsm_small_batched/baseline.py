@@ -11,7 +11,7 @@ from typing import Any
 from ..cublas import VendorTrsmBatched
 
 
-class CublasTrsmBatched:
+class CublasBatchedTrsm:
     """``trsm_batched`` by cuBLAS: ``solve_raw(a_ptr, b_ptr, m, n, batch)`` on the bound stream.
 
     Raises:
