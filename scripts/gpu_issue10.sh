@@ -38,6 +38,15 @@ last_job() {
   python3 -c "import sqlite3; print(sqlite3.connect('/tmp/k10/kernevo.db').execute('select max(id) from job').fetchone()[0])"
 }
 
+stop() {  # SIGTERM, then SIGKILL after 10 s: a process that ignores the first must not hold the call
+  kill -TERM "$@" 2>/dev/null
+  local pid
+  for pid in "$@"; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null
+  done
+}
+
 jobs=()
 if [ "$PART" = all ] || [ "$PART" = 1 ]; then
   evolve one-gpu "${one[@]}"; jobs+=("one-gpu=$(last_job)")
@@ -61,14 +70,13 @@ if [ "$PART" = all ] || [ "$PART" = 2 ]; then
     >>"$out/kill.log" 2>&1
   python3 scripts/dask_job_check.py kill tcp://127.0.0.1:8786 "$host-gpu1" \
     "$KERNEVO_DATABASE_URL" --after $(( $(python3 -c "import sqlite3; print(sqlite3.connect('/tmp/k10/kernevo.db').execute('select count(*) from program').fetchone()[0])" 2>/dev/null || echo 0) + ${KILL_AFTER:-20} )) \
-    >"$out/kill.log" 2>&1 &
+    --timeout-s "$JOB_S" >"$out/kill.log" 2>&1 &
   killer=$!
   opts=(--scheduler tcp://127.0.0.1:8786)
   [ "${REHEARSE:-0}" = 1 ] && opts+=(--compile-only)
   evolve killed "${opts[@]}"; jobs+=("worker-killed=$(last_job)")
   wait "$killer"; echo "killer exit $?" >>"$out/kill.log"
-  kill -TERM "$worker0" "$worker1" 2>/dev/null; wait "$worker0" "$worker1" 2>/dev/null
-  kill -TERM "$scheduler" 2>/dev/null; wait "$scheduler" 2>/dev/null
+  stop "$worker0" "$worker1"; stop "$scheduler"
 fi
 
 {
