@@ -297,9 +297,12 @@ def test_champion_solves_like_cublas(device_service: LiveService, tmp_path: Path
 
     # Service gone: a fresh loader on the same cache still runs the verified kernel.
     device_service.stop()
+    # cache_max_age_s=0: the service is asked first (and found down), not skipped as it would
+    # be for an entry this fresh.
     offline = kernevo.load(
-        "trsm", "float64", api_url=device_service.url, cache_dir=cache_dir, **trust
-    )
+        "trsm", "float64", api_url=device_service.url, cache_dir=cache_dir,
+        cache_max_age_s=0, **trust,
+    )  # fmt: skip
     a, b = _problem(48, 48, 11)
     expected = solve_triangular(a, b.copy(), lower=True)
     offline(a, b)
