@@ -4,6 +4,14 @@ Layout under the cache root, one folder per (GPU key, path, dtype)::
 
     <root>/<gpu>/<path>/<dtype>/<shape_bucket>.json   metadata + the sha256 of that metadata
     <root>/<gpu>/<path>/<dtype>/<cubin_sha256>.cubin  the verified cubin, named by its hash
+    <root>/<gpu>/<path>/<dtype>/<shape_bucket>.absent empty: the service had no champion (404)
+
+The ``.absent`` marker is a negative entry (DNS's negative caching, RFC 2308): its modification
+time says when the service last answered "no champion" for the key, so that a loader starting
+within ``KERNEVO_CACHE_MAX_AGE_S`` of that answer does not ask again (:mod:`kernevo.resolver`).
+It is empty, so there is nothing in it to parse or to tamper with; at worst an edited date makes
+the loader skip one question to the service for a while and use cuBLAS or the cached champion,
+never run a kernel. Storing a champion for the key removes it.
 
 Both files are written to a temporary file in the same folder and then ``os.replace``d into
 place, so a reader sees the old file or the new one, never half of one (CuPy's compiler cache
@@ -102,11 +110,33 @@ class ChampionCache:
         Raises:
             ValueError: a key part is not a plain name (a bug in the caller).
         """
-        try:
-            written = self.entry_file(key).stat(follow_symlinks=False).st_mtime
-        except OSError:
-            return None
-        return (time.time() if now is None else now) - written
+        return _age_s(self.entry_file(key), now)
+
+    def absent_file(self, key: ChampionKey) -> Path:
+        """The negative entry of ``key``: ``<folder>/<shape_bucket>.absent`` (module doc)."""
+        return self.folder(key) / f"{key.shape_bucket}.absent"
+
+    def absent_age_s(self, key: ChampionKey, now: float | None = None) -> float | None:
+        """Seconds since the service last answered that it has no champion for ``key``
+        (:meth:`remember_absent`; negative when the marker is dated ahead of ``now``), or
+        ``None`` when no such answer is remembered.
+
+        Raises:
+            ValueError: a key part is not a plain name (a bug in the caller).
+        """
+        return _age_s(self.absent_file(key), now)
+
+    def remember_absent(self, key: ChampionKey) -> Path:
+        """Record, dated now, that the service has no champion for ``key``; returns the marker.
+
+        Raises:
+            OSError: the cache folder cannot be created or written.
+            ValueError: a key part is not a plain name.
+        """
+        marker = self.absent_file(key)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(marker, b"")
+        return marker
 
     def load(self, key: ChampionKey) -> CacheLookup:
         """The cached champion for ``key``, checked end to end, or a miss with its reason.
@@ -179,7 +209,8 @@ class ChampionCache:
         return found
 
     def store(self, champion: ChampionKernel) -> Path:
-        """Write ``champion`` (cubin first, then metadata) atomically; returns the entry file.
+        """Write ``champion`` (cubin first, then metadata) atomically and drop the key's
+        negative entry (the service has a champion now); returns the entry file.
 
         Raises:
             OSError: the cache folder cannot be created or written.
@@ -195,7 +226,18 @@ class ChampionCache:
         record = {"format": FORMAT, "payload_sha256": payload_sha256(payload), "payload": payload}
         entry = self.entry_file(key)
         write_atomically(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
+        self.absent_file(key).unlink(missing_ok=True)
         return entry
+
+
+def _age_s(path: Path, now: float | None) -> float | None:
+    """``now`` (default ``time.time()``) less ``path``'s modification time (a symbolic link's
+    own), or ``None`` when it cannot be looked at."""
+    try:
+        written = path.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return None
+    return (time.time() if now is None else now) - written
 
 
 def _why(error: OSError) -> str:

@@ -26,10 +26,19 @@ of questions for a shape, each answered once and remembered:
       promoted meanwhile reaches this loader once the entry is older. ``0`` skips this step.
    b. Otherwise (no entry, an older one, one dated ahead of the clock, or a fresh one that was
       refused) the service is asked, naming the path (``path=``); a champion it sends that is
-      admitted is written to the disk cache.
-   c. If the service is unreachable, has none (404), sends something unusable or a champion
-      that is refused, the disk cache answers whatever the age of its entry; if it has nothing
-      usable either, cuBLAS.
+      admitted is written to the disk cache. When the service answers that it has no champion
+      for the (path, bucket) (404), that answer is remembered too, as a negative entry of the
+      disk cache (:meth:`kernevo.cache.ChampionCache.remember_absent`), and within
+      ``cache_max_age_s`` of it the service is not asked again (``"no champion on service
+      40 s ago (remembered by the disk cache, within KERNEVO_CACHE_MAX_AGE_S=3600; service not
+      asked)"``), so that a shape served by several paths, one of them without a champion,
+      starts from the disk cache alone. Only a 404 is remembered: an unreachable service or a
+      bad answer says nothing about the champion, and is asked again by the next process. The
+      same max-age bounds both answers: a champion promoted meanwhile reaches this loader once
+      the negative entry is older.
+   c. If the service is unreachable, has none (404, asked or remembered), sends something
+      unusable or a champion that is refused, the disk cache answers whatever the age of its
+      entry; if it has nothing usable either, cuBLAS.
 3. Is the shape inside the champion's verified envelope? If not, cuBLAS.
 4. Was the champion verified under this device's NVIDIA driver, CUDA driver API and NVRTC
    versions (its certificate against :class:`kernevo.device.GpuInfo`)? If one differs, the
@@ -84,6 +93,8 @@ class Decision:
     ``"champion program 17 from disk cache (written 12 s ago, within
     KERNEVO_CACHE_MAX_AGE_S=3600; service not asked)"``,
     ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
+    ``"no champion on service 40 s ago (remembered by the disk cache, within
+    KERNEVO_CACHE_MAX_AGE_S=3600; service not asked); disk cache: no entry"``,
     ``"outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"``,
     ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
     ``"refused champion program 17 from service: unsigned; disk cache: no entry"``,
@@ -172,9 +183,10 @@ class Resolver:
         trust: the keys and lock file a champion is checked against, from the service and
             from the cache alike (see :func:`kernevo.trust.policy_from_settings`).
         cache_max_age_s: a disk-cache entry written less than this many seconds ago is used
-            without asking the service when its champion is admitted (module doc, question
-            2a; ``KERNEVO_CACHE_MAX_AGE_S``, which :func:`kernevo.load` passes); the default
-            ``0`` asks the service first.
+            without asking the service when its champion is admitted, and a 404 remembered
+            less than this long ago is not asked again (module doc, questions 2a and 2b;
+            ``KERNEVO_CACHE_MAX_AGE_S``, which :func:`kernevo.load` passes); the default ``0``
+            asks the service first, always.
     """
 
     def __init__(
@@ -327,8 +339,9 @@ class Resolver:
 
     def _acquire(self, key: ChampionKey, shape: tuple[int, ...]) -> _Acquired:
         """The champion for ``key`` (module doc, question 2): a fresh disk-cache entry's if it
-        is admitted, else the service's if it is admitted, else the disk cache's if it is
-        admitted; with every refusal on the way."""
+        is admitted, else the service's if it is admitted (the service not asked within
+        ``cache_max_age_s`` of a 404 remembered in the disk cache; a new 404 is remembered),
+        else the disk cache's if it is admitted; with every refusal on the way."""
         refusals: list[Refusal] = []
         early = None
         age = self._fresh_age(key)
@@ -343,18 +356,27 @@ class Resolver:
                 return _Acquired(lookup.champion, reason)
             if refusal is not None:
                 refusals.append(refusal)
-        outcome = self._fetch(key, *shape)
-        service_reason = outcome.detail
-        if outcome.champion is not None:
-            refusal = self._admit(outcome.champion, "service")
-            if refusal is None:
-                self._store(outcome.champion)
-                return _Acquired(outcome.champion, outcome.detail, tuple(refusals))
-            refusals.append(refusal)
+        absent = self._fresh_age(key, absent=True)
+        if absent is not None:
             service_reason = (
-                f"refused champion program {outcome.champion.program_id} from service: "
-                f"{refusal.detail}"
+                f"no champion on service {absent:.0f} s ago (remembered by the disk cache, "
+                f"within KERNEVO_CACHE_MAX_AGE_S={self._cache_max_age_s:g}; service not asked)"
             )
+        else:
+            outcome = self._fetch(key, *shape)
+            service_reason = outcome.detail
+            if outcome.status == "not_found":
+                self._remember_absent(key)
+            if outcome.champion is not None:
+                refusal = self._admit(outcome.champion, "service")
+                if refusal is None:
+                    self._store(outcome.champion)
+                    return _Acquired(outcome.champion, outcome.detail, tuple(refusals))
+                refusals.append(refusal)
+                service_reason = (
+                    f"refused champion program {outcome.champion.program_id} from service: "
+                    f"{refusal.detail}"
+                )
         if self._cache is None:
             return _Acquired(None, service_reason, tuple(refusals))
         # The entry read before asking is not read and judged again.
@@ -371,14 +393,14 @@ class Resolver:
             return _Acquired(None, reason, tuple(refusals))
         return _Acquired(lookup.champion, f"{lookup.detail} ({service_reason})", tuple(refusals))
 
-    def _fresh_age(self, key: ChampionKey) -> float | None:
-        """Seconds since ``key``'s disk-cache entry was written when that is under
-        ``cache_max_age_s`` (question 2a), else ``None``: no cache, the rule off, no entry, an
-        older one, or one dated ahead of the clock (a clock set back or a touched file: the
-        service is asked rather than trusting the date)."""
+    def _fresh_age(self, key: ChampionKey, *, absent: bool = False) -> float | None:
+        """Seconds since ``key``'s disk-cache entry (``absent``: its negative entry, question
+        2b) was written when that is under ``cache_max_age_s`` (question 2a), else ``None``: no
+        cache, the rule off, no entry, an older one, or one dated ahead of the clock (a clock
+        set back or a touched file: the service is asked rather than trusting the date)."""
         if self._cache is None or self._cache_max_age_s <= 0:
             return None
-        age = self._cache.entry_age_s(key)
+        age = self._cache.absent_age_s(key) if absent else self._cache.entry_age_s(key)
         if age is None or not 0 <= age < self._cache_max_age_s:
             return None
         return age
@@ -404,6 +426,17 @@ class Resolver:
             return None
         # The detail may quote the champion (its key id): one printable line of bounded length.
         return replace(refusal, detail=printable(refusal.detail, 300), source=source)
+
+    def _remember_absent(self, key: ChampionKey) -> None:
+        """Record the service's "no champion" for ``key`` in the disk cache (question 2b); a
+        cache that cannot be written is only a warning (the service is asked again next time).
+        """
+        if self._cache is None:
+            return
+        try:
+            self._cache.remember_absent(key)
+        except OSError as error:
+            log.warning("kernevo: could not write the disk cache: %s", error)
 
     def _store(self, champion: ChampionKernel) -> None:
         """Write an admitted champion to the disk cache; a cache that cannot be written is

@@ -20,8 +20,9 @@ class LoaderSettings(BaseSettings):
     bearer token when set: a read token, for a service whose champion routes require one),
     ``KERNEVO_CACHE_DIR``,
     ``KERNEVO_CACHE_MAX_AGE_S`` (seconds, default 3600: a disk-cache entry written less than
-    this long ago that passes the trust checks is used without asking the service; older ones
-    are asked about first; 0: always ask the service first), ``KERNEVO_REQUEST_TIMEOUT_S``;
+    this long ago that passes the trust checks is used without asking the service, and a 404
+    the service answered less than this long ago is not asked again; older ones are asked
+    about first; 0: always ask the service first), ``KERNEVO_REQUEST_TIMEOUT_S``;
     trust: ``KERNEVO_TRUSTED_KEYS`` (comma-separated Ed25519
     public keys, each base64 of the 32 raw bytes or a path to a PEM key file),
     ``KERNEVO_KEY_DIR`` (the local key pair ``kernevo evolve`` creates, default
