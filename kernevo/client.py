@@ -10,17 +10,22 @@ champion may run at all is decided by its signature (``kernevo.trust``).
 httpx is imported by the first fetch, not with this module: a loader served from its disk cache
 (``KERNEVO_CACHE_MAX_AGE_S``) needs the champion's classes here but never the HTTP client,
 whose import (its CLI's click and rich included) measured ~110 ms on the CI machine
-(``python -X importtime``).
+(``python -X importtime``). Its TLS context is built once per process (:func:`tls_context`), not
+by every ``httpx.Client``: loading certifi's CA bundle cost ~60 ms per client here, and a plain
+``http://`` service reached without a proxy never negotiates TLS, so it loads none.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
+import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -471,7 +476,9 @@ def fetch_champion(
     a body over the cap, not JSON, nested too deep, or not a champion for ``key``) or
     ``sha256_mismatch``.
     """
-    _http()  # imported before the deadline starts: the import is not the service's delay
+    # Imported and built before the deadline starts: neither is the service's delay.
+    _http()
+    verify = tls_context(needs_ca=_may_use_tls(api_url))
     deadline = time.monotonic() + timeout_s
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
     # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
@@ -481,7 +488,9 @@ def fetch_champion(
 
     def run() -> None:
         try:
-            outcome.append(_fetch_until(url, params, key, deadline, timeout_s, transport, token))
+            outcome.append(
+                _fetch_until(url, params, key, deadline, timeout_s, transport, token, verify)
+            )
         except Exception as error:
             # An exception in a thread would only be printed, and the caller would report a
             # timeout instead: hand it over as the reason the fetch failed.
@@ -497,10 +506,34 @@ def fetch_champion(
 
 
 def _http() -> ModuleType:
-    """httpx, imported on first use (module doc)."""
+    """httpx, imported on first use (module doc), with httpcore: httpx imports it only when
+    its first client is built (~120 ms more on the CI machine), which would otherwise be in
+    the first fetch's deadline."""
+    import httpcore  # noqa: F401 - imported for its import time, see above
     import httpx
 
     return httpx
+
+
+@functools.cache
+def tls_context(*, needs_ca: bool) -> ssl.SSLContext:
+    """The TLS context of every fetch of this process, built on first use.
+
+    ``needs_ca``: httpx's own default (``httpx.create_ssl_context()``: certifi's CA bundle, or
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` as read at that first use). Otherwise a client context
+    that trusts no CA (``ssl.PROTOCOL_TLS_CLIENT``: hostname checked, certificate required), for
+    a connection that is never meant to negotiate TLS: should one try, it fails closed.
+    """
+    if needs_ca:
+        return _http().create_ssl_context()  # type: ignore[no-any-return]
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def _may_use_tls(api_url: str) -> bool:
+    """Whether a fetch from ``api_url`` may negotiate TLS: an ``https://`` URL, or any proxy
+    configured in the environment (``HTTP_PROXY`` and the like, which httpx follows and which
+    may be an ``https://`` proxy)."""
+    return api_url.lower().startswith("https:") or bool(urllib.request.getproxies())
 
 
 class _BodyRefusedError(Exception):
@@ -518,9 +551,11 @@ def _fetch_until(
     deadline: float,
     timeout_s: float,
     transport: httpx.BaseTransport | None,
-    token: str | None = None,
+    token: str | None,
+    verify: ssl.SSLContext,
 ) -> FetchOutcome:
-    """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap."""
+    """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap, over
+    the TLS context ``verify`` (:func:`tls_context`)."""
     httpx = _http()
     # A timeout of 0 would make the socket non-blocking (an instant failure), not "time's up".
     timeout = httpx.Timeout(max(deadline - time.monotonic(), 1e-3))
@@ -531,7 +566,7 @@ def _fetch_until(
         headers["Authorization"] = f"Bearer {token}"
     try:
         with (
-            httpx.Client(timeout=timeout, transport=transport) as client,
+            httpx.Client(timeout=timeout, transport=transport, verify=verify) as client,
             client.stream("GET", url, params=params, headers=headers) as response,
         ):
             body = _read_body(response, deadline, timeout_s)
