@@ -63,7 +63,9 @@ def nvidia_driver_version(proc_file: Path = PROC_DRIVER_VERSION) -> str:
 
 
 def current_gpu() -> GpuInfo:
-    """The identity of CuPy's current device.
+    """The identity of CuPy's current device, queried once per device and process
+    (:func:`gpu_info`): every ``kernevo.load`` after the first on that device asks CUDA only
+    which device is current.
 
     Raises:
         NoGpuError: no NVIDIA driver, a driver too old for CuPy's CUDA runtime, or no device.
@@ -73,6 +75,25 @@ def current_gpu() -> GpuInfo:
     runtime = cupy.cuda.runtime
     try:
         index = runtime.getDevice()
+    except runtime.CUDARuntimeError as error:
+        raise NoGpuError(hardware.no_gpu_reason(str(error))) from None
+    return gpu_info(index)
+
+
+@functools.cache
+def gpu_info(index: int) -> GpuInfo:
+    """The identity of CUDA device ``index``: its properties (``cudaGetDeviceProperties``), the
+    CUDA driver API version, the NVRTC version (``nvrtcVersion``, whose first call loads the
+    NVRTC library: ~10 ms on the CI machine) and the NVIDIA driver's (a file read). Cached per
+    process: none of these changes while a process runs.
+
+    Raises:
+        NoGpuError: the device cannot be queried (not cached: the next call asks again).
+    """
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    try:
         props = runtime.getDeviceProperties(index)
     except runtime.CUDARuntimeError as error:
         raise NoGpuError(hardware.no_gpu_reason(str(error))) from None
