@@ -1,10 +1,15 @@
 """Start-up of the loader served from its disk cache (issue 11, Build item 4), on this GPU.
 
-    python scripts/loader_startup.py [--dtype float64] [--json FILE]
+    python scripts/loader_startup.py [--dtype float64] [--ask-missing] [--json FILE]
 
 Prepares, in a temporary folder: a key pair (``kernevo.keys.generate_key_pair``), trsm_small's
 seed at its m64n64 bucket compiled here for this GPU and signed as a promotion signs a champion
-(``kernevo.signature``), written to a disk cache (``kernevo.cache.ChampionCache``). Then, in a
+(``kernevo.signature``), written to a disk cache (``kernevo.cache.ChampionCache``), and, for
+every other path serving the 64×64 problem in that dtype (complex128: trsm_small_z64), a
+negative entry dated now, as a 404 from the service leaves it (``ChampionCache.remember_absent``:
+the service has no champion for it), so that the loader does not ask the service for it;
+``--ask-missing`` leaves those out, and the first call then asks the service (a closed port)
+for each. Then, in a
 fresh interpreter whose service is a closed port on 127.0.0.1 and whose disk cache and local key
 are those, times and prints, one line each, in ms:
 
@@ -16,6 +21,19 @@ are those, times and prints, one line each, in ms:
   stream synchronized after it): routing from the disk cache, trust checks, module load, launch
   geometry, launch;
 - load + first call;
+
+then one line splitting load and the first call into phases (ms, measured by wrapping the
+loader's functions in that interpreter; the rest of each is what no phase covers):
+
+- load: importing the loader's modules (pydantic, pydantic-settings, cryptography …), the GPU's
+  identity (``kernevo.device.current_gpu``: CUDA properties, driver and NVRTC versions), the
+  settings (``LoaderSettings``), the trust policy (``policy_from_settings``: keys, lock file);
+- first call: the disk-cache reads (entry and negative-entry ages, ``ChampionCache.load``), the
+  trust checks (``TrustPolicy.check``: digest, signature, certificate), the service (fetches),
+  the driver build (``build_driver``: the path's driver module imported, the cubin loaded as a
+  CUDA module), the launch preparation (``OpSolver._kernel_plan``), and the rest of the call
+  (operand checks, the snapshot of ``b``, the launch geometry query, the launch, the stream
+  synchronized);
 
 then the route and reason of ``explain(64, 64)`` and the call's relative error against a float64
 (complex128) solve on the host. Issue 11's bounds: ``import kernevo`` under 150 ms; load + first
@@ -84,18 +102,59 @@ a = cupy.asfortranarray(cupy.asarray(np.asfortranarray(a_host)))
 b = cupy.asfortranarray(cupy.asarray(np.asfortranarray(b_host)))
 cupy.cuda.get_current_stream().synchronize()
 t3 = time.perf_counter()
+# What load imports when it runs, imported here (inside the timed window) so that its phases
+# can be wrapped before it runs; the wrapping itself is taken out of the figures.
+import kernevo.solver, kernevo.cache, kernevo.client, kernevo.resolver, kernevo.settings
+import kernevo.trust
+t_imported = time.perf_counter()
+spent = {}
+def timed(name, fn):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[name] = spent.get(name, 0.0) + (time.perf_counter() - start) * 1e3
+    return wrapper
+def wrap(owner, attribute, name):
+    setattr(owner, attribute, timed(name, getattr(owner, attribute)))
+wrap(kernevo.solver, "current_gpu", "current_gpu")
+wrap(kernevo.settings.LoaderSettings, "__init__", "settings")
+wrap(kernevo.trust, "policy_from_settings", "trust_policy")
+for attribute in ("entry_age_s", "absent_age_s", "load"):
+    wrap(kernevo.cache.ChampionCache, attribute, "cache_read")
+wrap(kernevo.trust.TrustPolicy, "check", "trust_checks")
+fetcher = kernevo.client.service_fetcher
+kernevo.client.service_fetcher = lambda *a, **k: timed("service", fetcher(*a, **k))
+wrap(kernevo.resolver.Resolver, "resolve", "resolve")
+wrap(kernevo.solver, "build_driver", "driver_build")
+wrap(kernevo.solver.OpSolver, "_kernel_plan", "launch_prep")
+t_wrapped = time.perf_counter()
 solver = kernevo.load("trsm", dtype)
 t4 = time.perf_counter()
+loaded = dict(spent)
+spent.clear()
 solver(a, b)
 cupy.cuda.get_current_stream().synchronize()
 t5 = time.perf_counter()
 decision = solver.explain(m, n)
 error = float(np.abs(cupy.asnumpy(b) - x_ref).max() / np.abs(x_ref).max())
+load_ms = (t4 - t3 - (t_wrapped - t_imported)) * 1e3
+first_ms = (t5 - t4) * 1e3
+load_phases = {"imports": (t_imported - t3) * 1e3, **loaded}
+load_phases["load_rest"] = load_ms - sum(load_phases.values())
+call_phases = {name: spent.get(name, 0.0) for name in (
+    "cache_read", "trust_checks", "service", "driver_build", "launch_prep")}
+resolve_rest = spent.get("resolve", 0.0) - sum(
+    call_phases[name] for name in ("cache_read", "trust_checks", "service"))
+call_phases["resolve_rest"] = resolve_rest
+call_phases["call_rest"] = first_ms - spent.get("resolve", 0.0) - call_phases["driver_build"] - (
+    call_phases["launch_prep"])
 print(json.dumps({
     "import_kernevo_ms": (t1 - t0) * 1e3, "cupy_init_ms": (t2 - t1) * 1e3,
-    "load_ms": (t4 - t3) * 1e3, "first_call_ms": (t5 - t4) * 1e3,
-    "load_first_call_ms": (t5 - t3) * 1e3, "route": decision.route, "reason": decision.reason,
-    "rel_error": error,
+    "load_ms": load_ms, "first_call_ms": first_ms,
+    "load_first_call_ms": load_ms + first_ms, "route": decision.route, "reason": decision.reason,
+    "rel_error": error, "load_phases_ms": load_phases, "first_call_phases_ms": call_phases,
 }))
 """
 
@@ -168,9 +227,11 @@ def seed_champion(gpu: Any, dtype: str, cubin: bytes, key: Any, cuda_runtime_ver
     return replace(unsigned, signature=signature, signing_key_id=key.key_id)
 
 
-def prepare(folder: Path, dtype: str) -> Any:
+def prepare(folder: Path, dtype: str, *, ask_missing: bool = False) -> Any:
     """The key pair (``folder/keys``) and the disk cache (``folder/cache``) holding the signed
-    seed compiled for CuPy's current device; returns that device's ``GpuInfo``.
+    seed compiled for CuPy's current device and, unless ``ask_missing``, a negative entry for
+    every other path serving the problem (:func:`remember_other_paths_absent`); returns that
+    device's ``GpuInfo``.
 
     Raises:
         kernevo.NoGpuError: no usable CUDA device.
@@ -191,8 +252,26 @@ def prepare(folder: Path, dtype: str) -> Any:
     runtime = cupy.cuda.runtime.runtimeGetVersion()
     key = generate_key_pair(folder / "keys")
     champion = seed_champion(gpu, dtype, cubin, key, f"{runtime // 1000}.{runtime % 1000 // 10}")
-    ChampionCache(folder / "cache").store(champion)
+    cache = ChampionCache(folder / "cache")
+    cache.store(champion)
+    if not ask_missing:
+        remember_other_paths_absent(cache, gpu.key, dtype)
     return gpu
+
+
+def remember_other_paths_absent(cache: Any, gpu_key: str, dtype: str) -> list[str]:
+    """Record in ``cache`` (a ``kernevo.cache.ChampionCache``), as a 404 from the service
+    would, that no path serving trsm at M×N in ``dtype`` other than :data:`PATH` has a
+    champion on ``gpu_key``; returns those paths as ``path/bucket``."""
+    from kernevo.client import ChampionKey
+    from kernevo.paths import registry
+
+    others = []
+    for served in registry.route("trsm", dtype, M, N):
+        if served.path_id != PATH:
+            cache.remember_absent(ChampionKey(gpu_key, served.path_id, dtype, served.shape_bucket))
+            others.append(f"{served.path_id}/{served.shape_bucket}")
+    return others
 
 
 def closed_port_url() -> str:
@@ -231,6 +310,18 @@ def measure(folder: Path, dtype: str) -> dict[str, Any]:
     return result
 
 
+def phases_line(result: dict[str, Any]) -> str:
+    """The load and first-call phases of ``result`` (module doc) as one line, in ms."""
+
+    def joined(phases: dict[str, float]) -> str:
+        return ", ".join(f"{name.replace('_', ' ')} {ms:.1f}" for name, ms in phases.items())
+
+    return (
+        f"phases (ms): load: {joined(result['load_phases_ms'])} | "
+        f"first call: {joined(result['first_call_phases_ms'])}"
+    )
+
+
 def verdict(result: dict[str, Any], dtype: str) -> str | None:
     """Why ``result`` is not a kernel call from the disk cache that solved right, or ``None``."""
     if result["route"] != "kernel" or "from disk cache" not in result["reason"]:
@@ -243,13 +334,19 @@ def verdict(result: dict[str, Any], dtype: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtype", choices=DTYPES, default="float64")
+    parser.add_argument(
+        "--ask-missing",
+        action="store_true",
+        help="no negative entries for the other paths serving the problem: the first call "
+        "asks the service (a closed port) for each",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args(argv)
     from kernevo.device import NoGpuError
 
     with tempfile.TemporaryDirectory(prefix="kernevo-startup-") as tmp:
         try:
-            gpu = prepare(Path(tmp), args.dtype)
+            gpu = prepare(Path(tmp), args.dtype, ask_missing=args.ask_missing)
             result = measure(Path(tmp), args.dtype)
         except (NoGpuError, RuntimeError) as error:
             print(f"loader_startup: {error}", file=sys.stderr)
@@ -259,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in TIMES:
         print(f"{LABELS[name]}: {result[name]:.1f} ms")
+    print(phases_line(result))
     print(f"route: {result['route']} ({result['reason']})")
     print(f"relative error {result['rel_error']:.1e} (tolerance {TOLERANCE[args.dtype]:g})")
     if args.json is not None:

@@ -74,6 +74,45 @@ def test_the_scripts_signed_seed_is_served_from_the_disk_cache(tmp_path: Path) -
     assert decision.reason.endswith("service not asked)")
 
 
+def test_complex128s_other_path_is_remembered_absent_so_the_service_is_not_asked(
+    tmp_path: Path,
+) -> None:
+    """complex128 64×64 is served by trsm_small and trsm_small_z64: the script's negative entry
+    for the latter keeps the first call off the service, as a remembered 404 would."""
+    script = _script()
+    key = generate_key_pair(tmp_path / "keys")
+    cache = ChampionCache(tmp_path / "cache")
+    cache.store(script.seed_champion(GPU, "complex128", b"\x7fELF stand-in cubin", key, "12.8"))
+    others = script.remember_other_paths_absent(cache, GPU.key, "complex128")
+    assert others == ["trsm_small_z64/m64eq_n64"]
+    settings = LoaderSettings(cache_dir=tmp_path / "cache", key_dir=tmp_path / "keys")
+    asked: list[object] = []
+
+    def fetch(key: object, *shape: int) -> FetchOutcome:
+        asked.append(key)
+        return FetchOutcome("unreachable", "service unreachable: not expected")
+
+    decision = Resolver(
+        "trsm", "complex128", gpu=GPU, fetch=fetch, cache=cache,
+        trust=policy_from_settings(settings), cache_max_age_s=settings.cache_max_age_s,
+    ).resolve(64, 64)  # fmt: skip
+    assert asked == []
+    assert (decision.route, decision.path) == ("kernel", "trsm_small")
+
+
+def test_the_phases_line_names_each_phase_in_order() -> None:
+    line = _script().phases_line(
+        {
+            "load_phases_ms": {"imports": 250.04, "current_gpu": 3.0},
+            "first_call_phases_ms": {"cache_read": 1.25, "call_rest": 40.0},
+        }
+    )
+    assert line == (
+        "phases (ms): load: imports 250.0, current gpu 3.0 | first call: cache read 1.2, "
+        "call rest 40.0"
+    )
+
+
 @pytest.mark.gpu
 def test_load_and_first_call_from_the_disk_cache_are_fast_and_right(tmp_path: Path) -> None:
     out = tmp_path / "startup.json"
