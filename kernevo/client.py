@@ -22,10 +22,8 @@ import binascii
 import functools
 import hashlib
 import json
-import ssl
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -38,6 +36,10 @@ from kernevo.paths import ops_spec as _op_spec
 from kernevo.text import printable
 
 if TYPE_CHECKING:
+    # ssl too is imported by the first fetch (with httpx): with urllib.request, ~18 ms of
+    # import a loader served from its disk cache never needs (python -X importtime).
+    import ssl
+
     import httpx
 
 FetchStatus = Literal["ok", "not_found", "unreachable", "invalid", "sha256_mismatch"]
@@ -524,6 +526,8 @@ def tls_context(*, needs_ca: bool) -> ssl.SSLContext:
     that trusts no CA (``ssl.PROTOCOL_TLS_CLIENT``: hostname checked, certificate required), for
     a connection that is never meant to negotiate TLS: should one try, it fails closed.
     """
+    import ssl
+
     if needs_ca:
         return _http().create_ssl_context()  # type: ignore[no-any-return]
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -533,6 +537,8 @@ def _may_use_tls(api_url: str) -> bool:
     """Whether a fetch from ``api_url`` may negotiate TLS: an ``https://`` URL, or any proxy
     configured in the environment (``HTTP_PROXY`` and the like, which httpx follows and which
     may be an ``https://`` proxy)."""
+    import urllib.request
+
     return api_url.lower().startswith("https:") or bool(urllib.request.getproxies())
 
 
