@@ -10,31 +10,35 @@
 //   1 <= m, n <= 64 (the small regime), batch >= 1; scalar type chosen at compile time by
 //   -DKERNEVO_DTYPE (0 float32, 1 float64, 2 complex64, 3 complex128).
 //
-// Algorithm: the shared-memory direct solve of the HSMA-TRSM paper's small-scale regime
-// (section "small-scale regime, m, n <= 64"), as trsm_small runs it, with the batch index as the
-// grid's x dimension: a block stages the lower triangle of A_i in shared memory (transposed to
-// column order, so a warp reads a column of A without bank conflicts) and its slice of B_i's
-// columns (read row by row, so global loads are coalesced on row-major B), then each warp solves
-// TRSM_COLS_PER_WARP columns in registers: lane l holds rows l and l + 32, a substitution step
-// is one warp shuffle (broadcast of the solved x_k) plus one fused multiply-subtract per held
-// row, no block-wide barrier inside the solve loop. X goes back through shared memory, written
-// row by row. A block solves TRSM_BATCH_TILE consecutive matrices one after the other.
+// Algorithm: the HSMA-TRSM paper's small-scale regime (m, n <= 64: the whole problem fits one
+// block) turned for many problems at once. A block solves several matrices ("slots"); each
+// stages its A_i's lower triangle in shared memory once, with the reciprocal diagonal, and
+// every right-hand-side column is owned by TRSM_ROW_SPLIT threads that hold its rows in
+// registers (thread h of a column holds rows h*RPT .. h*RPT + RPT - 1, RPT = 64 / ROW_SPLIT).
+// The substitution is right-looking: at step k the owner of row k scales it by 1/a_kk (a
+// shuffle hands x_k to the column's other threads when the rows are split) and every thread
+// subtracts a_rk * x_k from its rows below k, reading a_rk from shared memory (A staged
+// column-major: one base address per step plus compile-time offsets; one address per column
+// group: a broadcast). No barrier inside the solve; with the whole step loop unrolled
+// (k and the register index are compile-time), the updates of one step are independent FMAs.
+// Loads and stores of B are coalesced: for a fixed row, the threads of consecutive columns read
+// consecutive addresses of row-major B. The batch index is grid.x times the slots per block.
 //
 // Launch geometry (the one mechanism kernevo uses): the driver calls
 // kernevo_launch_config(m, n, batch, cfg) once per shape; it writes grid xyz, block xyz and
-// dynamic shared-memory bytes to cfg[0..6]. Grid: x = ceil(batch / TRSM_BATCH_TILE) (up to
-// 2^31 - 1), y = ceil(n / (TRSM_WARPS * TRSM_COLS_PER_WARP)). Dynamic shared memory holds A's
-// triangle (m * m scalars), the diagonal (m) and B's column slice ((m + 1) * columns per block,
-// padded by one row against bank conflicts on the transposed stores): 70 KB for complex128 at
-// m = 64 and 4 columns per block, past the 48 KB static limit, so the driver opts the kernel in.
+// dynamic shared-memory bytes to cfg[0..6]. Threads per matrix T = n * ROW_SPLIT; slots per
+// block = max(1, TRSM_BLOCK_THREADS / T); block = slots * T rounded up to whole warps (the
+// shuffles name whole warps; spare lanes follow the same steps on slot 0's data and store
+// nothing); grid.x = ceil(batch / slots). Dynamic shared memory: slots * (m*m + m) scalars,
+// 65 KB for complex128 at m = 64 (one slot), past the 48 KB static limit, so the driver opts the
+// kernel in.
 //
 // Tunables (inside the EVOLVE-BLOCK, "// tune:" lists the legal values):
-//   TRSM_WARPS          warps per block (block = 32 x TRSM_WARPS threads)
-//   TRSM_COLS_PER_WARP  right-hand-side columns each warp solves together (independent chains
-//                       interleave, hiding shuffle latency)
-//   TRSM_UNROLL         unroll factor of the substitution loop
+//   TRSM_BLOCK_THREADS  threads a block aims for (it solves as many matrices as fit)
+//   TRSM_ROW_SPLIT      threads sharing one column's rows (complex128 takes 4: 32 or 64 rows
+//                       of 16 bytes in one thread's registers spill, measured with NVRTC 13 for
+//                       sm_90)
 //   TRSM_INV_DIAG       1: multiply by a precomputed 1/a_kk; 0: divide at each step
-//   TRSM_BATCH_TILE     matrices one block solves in turn (fewer, longer blocks for tiny m)
 
 // ---- fixed prelude: scalar type and arithmetic (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -98,140 +102,150 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
   return __shfl_sync(0xffffffffu, v, lane);
 }
 #endif
-#define KV_STR(x) #x
-#define KV_UNROLL(n) _Pragma(KV_STR(unroll n))
 #define KV_WARP 32
 #define KV_MAX_M 64
-#define KV_ROWS_PER_LANE (KV_MAX_M / KV_WARP)
 
 // EVOLVE-BLOCK-START
-#define TRSM_WARPS 4          // tune: 1 2 4 8 16
-#define TRSM_COLS_PER_WARP 1  // tune: 1 2 4 8
-#define TRSM_UNROLL 1         // tune: 1 2 4 8
-#define TRSM_INV_DIAG 0       // tune: 0 1
-#define TRSM_BATCH_TILE 1     // tune: 1 2 4 8
+#define TRSM_BLOCK_THREADS 128  // tune: 64 128 256 512
+#define TRSM_ROW_SPLIT 1        // tune: 1 2 4
+#define TRSM_INV_DIAG 1         // tune: 0 1
 
-#define TRSM_COLS_PER_BLOCK (TRSM_WARPS * TRSM_COLS_PER_WARP)
+#if KERNEVO_DTYPE == 3 && TRSM_ROW_SPLIT < 4
+#define KV_ROW_SPLIT 4
+#else
+#define KV_ROW_SPLIT TRSM_ROW_SPLIT
+#endif
+#define KV_RPT (KV_MAX_M / KV_ROW_SPLIT)  // rows of a column one thread holds
+// The largest block the geometry makes: slots * T <= TRSM_BLOCK_THREADS when one matrix fits,
+// else one matrix of T <= 64 * ROW_SPLIT threads; both are whole warps.
+#define KV_MAX_THREADS \
+  (TRSM_BLOCK_THREADS > KV_MAX_M * KV_ROW_SPLIT ? TRSM_BLOCK_THREADS : KV_MAX_M * KV_ROW_SPLIT)
 
-extern "C" __global__ void kernevo_launch_config(int m, int n, int batch, int* cfg) {
-  cfg[0] = (batch + TRSM_BATCH_TILE - 1) / TRSM_BATCH_TILE;
-  cfg[1] = (n + TRSM_COLS_PER_BLOCK - 1) / TRSM_COLS_PER_BLOCK;
-  cfg[2] = 1;
-  cfg[3] = KV_WARP;
-  cfg[4] = TRSM_WARPS;
-  cfg[5] = 1;
-  cfg[6] = (m * m + m + (m + 1) * TRSM_COLS_PER_BLOCK) * (int)sizeof(scalar_t);
+// Blocks per SM promised to the compiler (__launch_bounds__'s second argument), so that it caps
+// registers near what the solve needs (a column's rows, KV_RPT scalars of KV_WORDS 32-bit words,
+// plus about 72 for addresses and the step) instead of hoisting the unrolled loop's shared-memory
+// loads into every register it may take (255, with spills, when left free).
+#if KERNEVO_DTYPE == 0
+#define KV_WORDS 1
+#elif KERNEVO_DTYPE == 3
+#define KV_WORDS 4
+#else
+#define KV_WORDS 2
+#endif
+#define KV_MIN_BLOCKS_RAW (65536 / (KV_MAX_THREADS * (KV_RPT * KV_WORDS + 72)))
+#define KV_MIN_BLOCKS (KV_MIN_BLOCKS_RAW > 0 ? KV_MIN_BLOCKS_RAW : 1)
+
+__device__ __forceinline__ int kv_slots(int n) {
+  const int per_matrix = n * KV_ROW_SPLIT;
+  const int slots = TRSM_BLOCK_THREADS / per_matrix;
+  return slots > 0 ? slots : 1;
 }
 
-extern "C" __global__ void __launch_bounds__(KV_WARP * TRSM_WARPS)
+extern "C" __global__ void kernevo_launch_config(int m, int n, int batch, int* cfg) {
+  const int slots = kv_slots(n);
+  const int threads = slots * n * KV_ROW_SPLIT;
+  cfg[0] = (batch + slots - 1) / slots;
+  cfg[1] = 1;
+  cfg[2] = 1;
+  cfg[3] = (threads + KV_WARP - 1) / KV_WARP * KV_WARP;
+  cfg[4] = 1;
+  cfg[5] = 1;
+  cfg[6] = slots * (m * m + m) * (int)sizeof(scalar_t);
+}
+
+extern "C" __global__ void __launch_bounds__(KV_MAX_THREADS, KV_MIN_BLOCKS)
 trsm_small_batched_kernel(const scalar_t* __restrict__ A, scalar_t* __restrict__ B, int m, int n,
                           int batch) {
   extern __shared__ __align__(16) unsigned char kv_smem[];
-  scalar_t* sA = reinterpret_cast<scalar_t*>(kv_smem);  // column-major, leading dimension m
-  scalar_t* sDiag = sA + m * m;                          // 1/a_kk or a_kk
-  scalar_t* sB = sDiag + m;                              // column-major, leading dimension m + 1
-  const int ldsb = m + 1;
+  const int slots = kv_slots(n);
+  // slots matrices, each column-major (ld m): step k reads column k at one base address plus
+  // compile-time offsets, so no register holds a row's address.
+  scalar_t* sA = reinterpret_cast<scalar_t*>(kv_smem);
+  scalar_t* sInv = sA + slots * m * m;                   // slots diagonals: 1/a_kk or a_kk
 
-  const int lane = threadIdx.x;
-  const int warp = threadIdx.y;
-  const int tid = warp * KV_WARP + lane;
-  const int threads = KV_WARP * TRSM_WARPS;
-  const int block_col0 = blockIdx.y * TRSM_COLS_PER_BLOCK;
-  const int warp_col0 = warp * TRSM_COLS_PER_WARP;  // within the block's slice
-  const bool active = block_col0 + warp_col0 < n;
+  const int tid = threadIdx.x;
+  const int per_matrix = n * KV_ROW_SPLIT;
+  const int slot_raw = tid / per_matrix;
+  const int within = tid - slot_raw * per_matrix;
+  const int col = within / KV_ROW_SPLIT;
+  const int h = within - col * KV_ROW_SPLIT;
+  const long long first = (long long)blockIdx.x * slots;
+  const long long i = first + slot_raw;
+  const bool active = slot_raw < slots && i < batch;
+  const int slot = slot_raw < slots ? slot_raw : 0;
 
-  for (int t = 0; t < TRSM_BATCH_TILE; ++t) {
-    const long long i = (long long)blockIdx.x * TRSM_BATCH_TILE + t;
-    if (i >= batch) break;  // the same for every thread of the block: no barrier is skipped
-    const scalar_t* Ai = A + i * m * m;
-    scalar_t* Bi = B + i * m * n;
-    if (t > 0) __syncthreads();  // every warp is done with the previous matrix's shared data
-
-    // Stage the lower triangle of A_i, read row by row (coalesced); the strict upper triangle is
-    // never read from device memory.
-    for (int idx = tid; idx < m * m; idx += threads) {
-      const int r = idx / m;
-      const int c = idx - r * m;
-      if (c <= r) sA[c * m + r] = Ai[idx];
-    }
-    for (int k = tid; k < m; k += threads) {
-      const scalar_t d = Ai[k * m + k];
+  // Stage the lower triangles of this block's matrices (consecutive in A: one coalesced sweep);
+  // the strict upper triangle is never read from device memory.
+  const long long left = batch - first;
+  const int held = left < slots ? (int)left : slots;
+  const int mm = m * m;
+  const scalar_t* A_block = A + first * mm;
+  for (int idx = tid; idx < held * mm; idx += blockDim.x) {
+    const int s = idx / mm;
+    const int rc = idx - s * mm;
+    const int r = rc / m;
+    const int c = rc - r * m;
+    if (c <= r) sA[s * mm + c * m + r] = A_block[idx];
+  }
+  __syncthreads();
+  for (int idx = tid; idx < held * m; idx += blockDim.x) {
+    const int s = idx / m;
+    const int k = idx - s * m;
+    const scalar_t d = sA[s * mm + k * m + k];  // the same place in either order
 #if TRSM_INV_DIAG
-      sDiag[k] = kv_recip(d);
+    sInv[idx] = kv_recip(d);
 #else
-      sDiag[k] = d;
+    sInv[idx] = d;
 #endif
-    }
-    // Stage the block's columns of B_i, read row by row.
-    for (int idx = tid; idx < m * TRSM_COLS_PER_BLOCK; idx += threads) {
-      const int r = idx / TRSM_COLS_PER_BLOCK;
-      const int c = idx - r * TRSM_COLS_PER_BLOCK;
-      if (block_col0 + c < n) sB[c * ldsb + r] = Bi[(long long)r * n + block_col0 + c];
-    }
-    __syncthreads();
+  }
+  __syncthreads();
 
-    if (active) {
-      // Right-hand sides in registers: b[c][s] is row lane + 32 * s of this warp's column c.
-      scalar_t b[TRSM_COLS_PER_WARP][KV_ROWS_PER_LANE];
+  // This thread's rows of its column: b[j] is row j + RPT * h.
+  scalar_t* B_i = B + (active ? i : 0) * (long long)m * n;
+  const bool stores = active && col < n;
+  scalar_t b[KV_RPT];
 #pragma unroll
-      for (int c = 0; c < TRSM_COLS_PER_WARP; ++c) {
-#pragma unroll
-        for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
-          const int row = lane + KV_WARP * s;
-          const bool held = row < m && block_col0 + warp_col0 + c < n;
-          b[c][s] = held ? sB[(warp_col0 + c) * ldsb + row] : kv_zero();
-        }
-      }
+  for (int j = 0; j < KV_RPT; ++j) {
+    const int r = j + KV_RPT * h;
+    b[j] = (stores && r < m) ? B_i[(long long)r * n + col] : kv_zero();
+  }
 
-      KV_UNROLL(TRSM_UNROLL)
-      for (int k = 0; k < m; ++k) {
-        const int owner = k & (KV_WARP - 1);
-        const bool high = k >= KV_WARP;
-        const scalar_t d = sDiag[k];
-        scalar_t a_k[KV_ROWS_PER_LANE];
+  const scalar_t* sA_i = sA + slot * mm;
+  const scalar_t* sInv_i = sInv + slot * m;
+#if KV_ROW_SPLIT > 1
+  const int group_lane = (tid & (KV_WARP - 1)) & ~(KV_ROW_SPLIT - 1);
+#endif
 #pragma unroll
-        for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
-          const int row = lane + KV_WARP * s;
-          a_k[s] = (row > k && row < m) ? sA[k * m + row] : kv_zero();
-        }
-#pragma unroll
-        for (int c = 0; c < TRSM_COLS_PER_WARP; ++c) {
-          scalar_t x = kv_shfl(high ? b[c][1] : b[c][0], owner);
+  for (int k = 0; k < KV_MAX_M; ++k) {
+    if (k >= m) break;  // the same for every thread: no shuffle is left half-done
+    const int hk = k / KV_RPT;
+    const int jk = k - hk * KV_RPT;
 #if TRSM_INV_DIAG
-          x = kv_mul(x, d);
+    scalar_t x = kv_mul(b[jk], sInv_i[k]);
 #else
-          x = kv_div(x, d);
+    scalar_t x = kv_div(b[jk], sInv_i[k]);
 #endif
-          if (lane == owner) {
-            if (high) b[c][1] = x; else b[c][0] = x;
-          }
-          // Only rows below k: a solved row is final, and 0 * x would turn it into NaN wherever
-          // x is not finite.
+#if KV_ROW_SPLIT > 1
+    x = kv_shfl(x, group_lane | hk);  // x_k from the thread holding row k
+#endif
+    if (h == hk) b[jk] = x;
+    const scalar_t* column = sA_i + k * m + KV_RPT * h;  // a_rk for r = j + RPT * h at [j]
+    // Only rows below k: a solved row is final, and 0 * x would turn it into NaN wherever x is
+    // not finite.
 #pragma unroll
-          for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
-            if (lane + KV_WARP * s > k) b[c][s] = kv_fms(b[c][s], a_k[s], x);
-          }
-        }
-      }
-
-      // Back to the warp's own columns of the staging tile.
-#pragma unroll
-      for (int c = 0; c < TRSM_COLS_PER_WARP; ++c) {
-#pragma unroll
-        for (int s = 0; s < KV_ROWS_PER_LANE; ++s) {
-          const int row = lane + KV_WARP * s;
-          if (row < m && block_col0 + warp_col0 + c < n) sB[(warp_col0 + c) * ldsb + row] = b[c][s];
-        }
-      }
+    for (int j = 0; j < KV_RPT; ++j) {
+      const int r = j + KV_RPT * h;
+      if (r > k && r < m) b[j] = kv_fms(b[j], column[j], x);
     }
-    __syncthreads();
+  }
 
-    // X_i over B_i, row by row.
-    for (int idx = tid; idx < m * TRSM_COLS_PER_BLOCK; idx += threads) {
-      const int r = idx / TRSM_COLS_PER_BLOCK;
-      const int c = idx - r * TRSM_COLS_PER_BLOCK;
-      if (block_col0 + c < n) Bi[(long long)r * n + block_col0 + c] = sB[c * ldsb + r];
-    }
+  // The store addresses anew: without this opaque step the compiler keeps the load's 64
+  // addresses alive through the whole solve (two registers each, spilled).
+  scalar_t* out = B_i + (long long)(KV_RPT * h) * n + col;
+  asm volatile("" : "+l"(out));
+#pragma unroll
+  for (int j = 0; j < KV_RPT; ++j) {
+    if (stores && j + KV_RPT * h < m) out[(long long)j * n] = b[j];
   }
 }
 // EVOLVE-BLOCK-END

@@ -1,11 +1,13 @@
 """The `trsm_small_batched` path: the op ``trsm_batched`` (many independent A_i·X_i = B_i, m, n
-≤ 64, packed row-major matrices) by trsm_small's shared-memory direct solve with the batch index
-as the grid's x dimension, one launch for the whole batch (``kernel.cu``).
+≤ 64, packed row-major matrices) in one launch: a block solves as many matrices as fit its
+thread budget, each staged once in shared memory, every right-hand-side column owned by one to
+four threads holding its rows in registers (``kernel.cu``).
 
 Shapes are ``(m, n, batch)``. The verified shapes mix m, n in {1, 7, 16, 33, 48, 64} with batch
-in {1, 3, 1000}: a batch of 1, one too small for any batch tile beyond 1 and not a multiple of
-2, 4 or 8, and a large one; 33 and 48 rows span both rows a lane holds, 33 columns more than one
-block's slice at the seed's 4 columns per block. The timed shapes are issue 11's, at batch 1000.
+in {1, 3, 1000}: a batch of 1, one that leaves most of a block's matrix slots empty and is not a
+multiple of 2, 4 or 8, and a large one; 33 and 48 rows span the row halves and quarters a split
+column's threads hold, and odd column counts leave lanes of a warp spare.
+The timed shapes are issue 11's, at batch 1000.
 
 The envelope: 1 ≤ m, n ≤ 64 (the op's own limits) and every batch the op takes (up to 2^31 − 1):
 the batch only sets grid.x (up to 2^31 − 1 blocks) and each matrix's offset (64-bit in the
