@@ -27,14 +27,15 @@
 // Launch geometry (the one mechanism kernevo uses): the driver calls
 // kernevo_launch_config(m, n, batch, cfg) once per shape; it writes grid xyz, block xyz and
 // dynamic shared-memory bytes to cfg[0..6]. Threads per matrix T = n * ROW_SPLIT; slots per
-// block = max(1, TRSM_BLOCK_THREADS / T); block = slots * T rounded up to whole warps (the
-// shuffles name whole warps; spare lanes follow the same steps on slot 0's data and store
-// nothing); grid.x = ceil(batch / slots). Dynamic shared memory: slots * (m*m + m) scalars,
-// 65 KB for complex128 at m = 64 (one slot), past the 48 KB static limit, so the driver opts the
-// kernel in.
+// block = max(1, min(TRSM_BLOCK_THREADS / T, TRSM_SMEM_KB KB / one matrix's bytes)); block =
+// slots * T rounded up to whole warps (the shuffles name whole warps; spare lanes follow the
+// same steps on slot 0's data and store nothing); grid.x = ceil(batch / slots). Dynamic shared
+// memory: slots * (m*m + m) scalars, 65 KB for complex128 at m = 64 (one slot), past the 48 KB
+// static limit, so the driver opts the kernel in.
 //
 // Tunables (inside the EVOLVE-BLOCK, "// tune:" lists the legal values):
 //   TRSM_BLOCK_THREADS  threads a block aims for (it solves as many matrices as fit)
+//   TRSM_SMEM_KB        shared memory a block's matrices may take (fewer, wider blocks per SM)
 //   TRSM_ROW_SPLIT      threads sharing one column's rows (complex128 takes 4: 32 or 64 rows
 //                       of 16 bytes in one thread's registers spill, measured with NVRTC 13 for
 //                       sm_90)
@@ -109,6 +110,7 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #define TRSM_BLOCK_THREADS 128  // tune: 64 128 256 512
 #define TRSM_ROW_SPLIT 1        // tune: 1 2 4
 #define TRSM_INV_DIAG 1         // tune: 0 1
+#define TRSM_SMEM_KB 96         // tune: 32 64 96 192
 
 #if KERNEVO_DTYPE == 3 && TRSM_ROW_SPLIT < 4
 #define KV_ROW_SPLIT 4
@@ -135,14 +137,17 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #define KV_MIN_BLOCKS_RAW (65536 / (KV_MAX_THREADS * (KV_RPT * KV_WORDS + 72)))
 #define KV_MIN_BLOCKS (KV_MIN_BLOCKS_RAW > 0 ? KV_MIN_BLOCKS_RAW : 1)
 
-__device__ __forceinline__ int kv_slots(int n) {
-  const int per_matrix = n * KV_ROW_SPLIT;
-  const int slots = TRSM_BLOCK_THREADS / per_matrix;
+// Matrices one block solves: as many as TRSM_BLOCK_THREADS threads and TRSM_SMEM_KB of shared
+// memory hold, at least one (a complex128 64 x 64 matrix alone takes 65 KB).
+__device__ __forceinline__ int kv_slots(int m, int n) {
+  const int by_threads = TRSM_BLOCK_THREADS / (n * KV_ROW_SPLIT);
+  const int by_memory = TRSM_SMEM_KB * 1024 / ((m * m + m) * (int)sizeof(scalar_t));
+  const int slots = by_threads < by_memory ? by_threads : by_memory;
   return slots > 0 ? slots : 1;
 }
 
 extern "C" __global__ void kernevo_launch_config(int m, int n, int batch, int* cfg) {
-  const int slots = kv_slots(n);
+  const int slots = kv_slots(m, n);
   const int threads = slots * n * KV_ROW_SPLIT;
   cfg[0] = (batch + slots - 1) / slots;
   cfg[1] = 1;
@@ -157,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(KV_MAX_THREADS, KV_MIN_BLOCKS)
 trsm_small_batched_kernel(const scalar_t* __restrict__ A, scalar_t* __restrict__ B, int m, int n,
                           int batch) {
   extern __shared__ __align__(16) unsigned char kv_smem[];
-  const int slots = kv_slots(n);
+  const int slots = kv_slots(m, n);
   // slots matrices, each column-major (ld m): step k reads column k at one base address plus
   // compile-time offsets, so no register holds a row's address.
   scalar_t* sA = reinterpret_cast<scalar_t*>(kv_smem);
