@@ -44,6 +44,17 @@ class GeometryError(ValueError):
     """The candidate asked for a launch the device cannot run."""
 
 
+def unset_ints(cupy: Any, count: int) -> Any:
+    """``count`` int32 values of −1 on CuPy's current device: the output slots of a kernel that
+    reports launch parameters (−1 until it writes them). Copied from the host rather than
+    ``cupy.full``, which launches a fill kernel that CuPy compiles with NVRTC on its first use
+    in a process whose CuPy kernel cache is cold: a cost the loader's first call must not carry.
+    """
+    import numpy
+
+    return cupy.asarray(numpy.full(count, -1, dtype=numpy.int32))
+
+
 @dataclass(frozen=True)
 class LaunchGeometry:
     """Grid and block dimensions and dynamic shared memory (bytes) for one launch."""
@@ -88,7 +99,7 @@ class CompiledKernel:
         if shape in self._geometry:
             return self._geometry[shape]
         cupy = self._cupy
-        cfg = cupy.full(7, -1, dtype=cupy.int32)
+        cfg = unset_ints(cupy, 7)
         self.config_kernel((1,), (1,), (*(cupy.int32(v) for v in shape), cfg))
         values = [int(v) for v in cfg.get()]
         geometry = LaunchGeometry(tuple(values[0:3]), tuple(values[3:6]), values[6])  # type: ignore[arg-type]

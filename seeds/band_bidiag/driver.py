@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..driver import CompiledKernel, GeometryError, LaunchGeometry
+from ..driver import CompiledKernel, GeometryError, LaunchGeometry, unset_ints
 from ..spec import PathSpec, check_dtype
 from . import schedule
 from .layout import PaddedLayout, check_band
@@ -47,7 +47,7 @@ class BandBidiagDriver:
         self.dtype = check_dtype(dtype, spec.dtypes)
         self.spec = spec
         self.compiled = CompiledKernel(cubin, spec.kernel_name, spec.config_kernel_name)
-        cfg = cupy.full(1, -1, dtype=cupy.int32)
+        cfg = unset_ints(cupy, 1)
         self.compiled.module.get_function("kernevo_tile_width")((1,), (1,), (cfg,))
         self.tw = int(cfg.get()[0])
         if not 1 <= self.tw <= MAX_TILE_WIDTH:

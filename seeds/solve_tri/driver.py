@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..driver import CompiledKernel, LaunchGeometry
+from ..driver import CompiledKernel, LaunchGeometry, unset_ints
 from ..spec import PathSpec, check_dtype
 from .layout import LayoutError, check_launch, problem_of_arrays
 from .spec import SOLVE_TRI
@@ -41,7 +41,7 @@ class SolveTriKernel(CompiledKernel):
         if key in self._shapes:
             return self._shapes[key]
         cupy = self._cupy
-        cfg = cupy.full(7, -1, dtype=cupy.int32)
+        cfg = unset_ints(cupy, 7)
         args = (cupy.int32(n), cupy.int32(k), cupy.int32(b2), cupy.int32(b3), cfg)
         self.config_kernel((1,), (1,), args)
         values = [int(v) for v in cfg.get()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..cublas import VendorGemm
-from ..driver import CompiledKernel, check_solve_arrays
+from ..driver import CompiledKernel, check_solve_arrays, unset_ints
 from ..spec import PathSpec, check_dtype
 from .schedule import Operands, Step, block_schedule, issue_gemms
 
@@ -44,7 +44,7 @@ class TrsmBlockedDriver:
         self.dtype = check_dtype(dtype, spec.dtypes)
         self.spec = spec
         self.compiled = CompiledKernel(cubin, spec.kernel_name, spec.config_kernel_name)
-        cfg = cupy.full(1, -1, dtype=cupy.int32)
+        cfg = unset_ints(cupy, 1)
         self.compiled.module.get_function("kernevo_block_size")((1,), (1,), (cfg,))
         self.nb = int(cfg.get()[0])
         if not 1 <= self.nb <= _MAX_NB:
