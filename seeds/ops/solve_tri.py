@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spec import INT32_MAX, OpSpec, ShapeParam, ShapeRelation, device_index
+from .spec import INT32_MAX, OpSpec, ShapeParam, ShapeRelation, device_copy, device_index
 
 SOLVE_TRI = OpSpec(
     name="solve_tri",
@@ -138,7 +138,7 @@ class SolveTriCall:
 
     def snapshot(self, a: Any, b: Any) -> Any:
         """A copy of ``b``, which the kernel overwrites."""
-        return b.copy()
+        return device_copy(b)
 
     def restore(self, snapshot: Any, a: Any, b: Any) -> None:
         """``b`` as it was given."""

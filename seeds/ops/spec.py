@@ -334,3 +334,18 @@ def device_index(x: Any) -> int | None:
     """The CUDA device id of an array (``x.device.id`` for CuPy), ``None`` for host arrays."""
     index = getattr(getattr(x, "device", None), "id", None)
     return index if isinstance(index, int) else None
+
+
+def device_copy(x: Any) -> Any:
+    """A copy of the array ``x`` with its strides, on the current stream: one device-to-device
+    memcpy when ``x`` is a C- or F-contiguous CuPy array (what a kernel call's snapshot copies),
+    ``x.copy(order="K")`` otherwise (other strides; host arrays in tests). ``copy`` may launch
+    CuPy's elementwise copy kernel, which NVRTC compiles on its first use in a process whose CuPy
+    kernel cache is cold: a cost the loader's first call must not carry."""
+    import cupy
+
+    if not isinstance(x, cupy.ndarray) or not (x.flags.c_contiguous or x.flags.f_contiguous):
+        return x.copy(order="K")
+    out = cupy.empty_like(x, order="K")
+    out.data.copy_from_device_async(x.data, x.nbytes)
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spec import INT32_MAX, OpSpec, ShapeParam, device_index
+from .spec import INT32_MAX, OpSpec, ShapeParam, device_copy, device_index
 
 # CuPy dtype characters cuBLAS ?trsm serves: s, d, c, z.
 _BLAS_CHARS = "fdFD"
@@ -119,7 +119,7 @@ class TrsmCall:
 
     def snapshot(self, a: Any, b: Any) -> Any:
         """A copy of ``b``, which the kernel overwrites."""
-        return b.copy(order="F")
+        return device_copy(b)
 
     def restore(self, snapshot: Any, a: Any, b: Any) -> None:
         """``b`` as it was given."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from .solve_tri import solve_lower_batches
-from .spec import INT32_MAX, OpSpec, ShapeParam, device_index
+from .spec import INT32_MAX, OpSpec, ShapeParam, device_copy, device_index
 
 # CuPy dtype characters cuBLAS ?trsmBatched serves: s, d, c, z.
 _BLAS_CHARS = "fdFD"
@@ -121,7 +121,7 @@ class TrsmBatchedCall:
 
     def snapshot(self, a: Any, b: Any) -> Any:
         """A copy of ``b``, which the kernel overwrites."""
-        return b.copy()
+        return device_copy(b)
 
     def restore(self, snapshot: Any, a: Any, b: Any) -> None:
         """``b`` as it was given."""
