@@ -14,24 +14,7 @@ mkdir -p "$HOME"
 start=$SECONDS; deadline=${DEADLINE_S:-540}
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } >"$out/machine.txt"
 
-step() {  # limit_s, output file, command...: bounded by its limit and by the deadline
-  local limit=$1 name=$2 log=$out/$2; shift 2
-  local left=$(( deadline - (SECONDS - start) ))
-  (( left < limit )) && limit=$left
-  if (( limit < 10 )); then echo "[skipped: past the deadline]" >>"$log"; return; fi
-  echo "\$ $*" >>"$log"
-  setsid "$@" >>"$log" 2>&1 &
-  local pid=$!
-  # The watchdog is a process group of its own, off stdout: killed whole, no sleep outlives it
-  # holding the call's output open.
-  setsid bash -c 'sleep "$1"; kill -TERM -- "-$2"; sleep 5; kill -KILL -- "-$2"' _ "$limit" "$pid" \
-    >/dev/null 2>&1 &
-  local watchdog=$!
-  wait "$pid"; local rc=$?
-  kill -- "-$watchdog" 2>/dev/null
-  echo "[exit $rc, limit ${limit}s, at $(( SECONDS - start ))s]" >>"$log"
-  echo "$name: exit $rc at $(( SECONDS - start ))s"
-}
+source scripts/gpu_steps.sh
 
 pytest_gpu=(python3 -m pytest -v -p no:cacheprovider -rs -m gpu --tb=short)
 step 80 batched_tests.log "${pytest_gpu[@]}" tests/test_trsm_batched_gpu.py

@@ -12,24 +12,7 @@ export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
 mkdir -p "$HOME"
 start=$SECONDS; deadline=${DEADLINE_S:-290}
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } >"$out/machine.txt"
-step() {  # limit_s, output file, command...: bounded by its limit and by the deadline
-  local limit=$1 name=$2 log=$out/$2; shift 2
-  local left=$(( deadline - (SECONDS - start) ))
-  (( left < limit )) && limit=$left
-  if (( limit < 10 )); then echo "[skipped: past the deadline]" >>"$log"; return; fi
-  echo "\$ $*" >>"$log"
-  setsid "$@" >>"$log" 2>&1 &
-  local pid=$!
-  # The watchdog is a process group of its own, off stdout: killed whole, no sleep outlives it
-  # holding the call's output open.
-  setsid bash -c 'sleep "$1"; kill -TERM -- "-$2"; sleep 5; kill -KILL -- "-$2"' _ "$limit" "$pid" \
-    >/dev/null 2>&1 &
-  local watchdog=$!
-  wait "$pid"; local rc=$?
-  kill -- "-$watchdog" 2>/dev/null
-  echo "[exit $rc, limit ${limit}s, at $(( SECONDS - start ))s]" >>"$log"
-  echo "$name: exit $rc at $(( SECONDS - start ))s"
-}
+source scripts/gpu_steps.sh
 
 for dtype in float32 float64 complex64 complex128; do
   step 35 batched.md python3 -m evaluator.bench --path trsm_small_batched --dtype "$dtype" \

@@ -1,0 +1,25 @@
+# Sourced by the scripts/gpu_session*.sh of a lent-GPU call (bash): `step LIMIT_S FILE CMD...`
+# runs CMD with its output appended to $out/FILE, in a process group of its own, killed whole
+# (SIGTERM, SIGKILL 5 s later) at LIMIT_S or at the call's deadline, whichever comes first: a
+# `timeout CMD | tee` step can outlive its limit when CMD survives SIGTERM (a job's graceful
+# stop) or a child keeps the pipe open (RESULTS 18, call 1). No step starts within 10 s of the
+# deadline. The caller sets out, start (=$SECONDS at its start) and deadline (seconds).
+
+step() {  # limit_s, output file, command...: bounded by its limit and by the deadline
+  local limit=$1 name=$2 log=$out/$2; shift 2
+  local left=$(( deadline - (SECONDS - start) ))
+  (( left < limit )) && limit=$left
+  if (( limit < 10 )); then echo "[skipped: past the deadline]" >>"$log"; return; fi
+  echo "\$ $*" >>"$log"
+  setsid "$@" >>"$log" 2>&1 &
+  local pid=$!
+  # The watchdog is a process group of its own, off stdout: killed whole, no sleep outlives it
+  # holding the call's output open.
+  setsid bash -c 'sleep "$1"; kill -TERM -- "-$2"; sleep 5; kill -KILL -- "-$2"' _ "$limit" "$pid" \
+    >/dev/null 2>&1 &
+  local watchdog=$!
+  wait "$pid"; local rc=$?
+  kill -- "-$watchdog" 2>/dev/null
+  echo "[exit $rc, limit ${limit}s, at $(( SECONDS - start ))s]" >>"$log"
+  echo "$name: exit $rc at $(( SECONDS - start ))s"
+}
