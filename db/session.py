@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from db.errors import database_unavailable
@@ -87,6 +87,30 @@ def sqlite_file(parsed: URL) -> str | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return database
+
+
+# What a refusal of a URL suggests instead.
+_URL_EXAMPLES = "sqlite:///./kernevo.db or postgresql+psycopg://user@host/db"
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name any database, as one line without the URL itself (the caller
+    names where it came from), else ``None``: it does not parse as a SQLAlchemy URL
+    (``not-a-url``, ``::bad``), or its dialect is unknown to SQLAlchemy (``nosuchdb://``).
+
+    These are configuration errors, found before anything connects (``kernevo`` exits 2 for
+    them); a database that is down or refuses the login is infrastructure, found on connecting.
+    Loading the dialect imports its SQLAlchemy module, never the driver (psycopg).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return f"not a database URL (expected e.g. {_URL_EXAMPLES})"
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError:
+        return f"unknown database kind {parsed.drivername!r} (expected e.g. {_URL_EXAMPLES})"
+    return None
 
 
 def in_memory_problem(url: str) -> str | None:

@@ -126,7 +126,21 @@ class WorkerOptions:
             )
         if self.max_attempts < 1:
             return "--max-attempts must be at least 1"
+        if len(self.gpus) > 1 and _is_sqlite(self.database_url):
+            # The same refusal as check_database's, but before anything runs: the options and
+            # KERNEVO_DATABASE_URL contradict each other, a usage error (kernevo exits 2).
+            return (
+                f"SQLite has no row locks: {len(self.gpus)} jobs at once (--gpus) need "
+                f"PostgreSQL ({POSTGRES_HINT}); on SQLite a worker runs one GPU"
+            )
         return None
+
+
+def _is_sqlite(url: str) -> bool:
+    """Whether ``url`` (a SQLAlchemy URL that parses) names a SQLite database."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).get_backend_name() == "sqlite"
 
 
 @dataclass

@@ -5,10 +5,12 @@
 jobs and their progress. Each subcommand imports what it needs inside itself, so ``import
 kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
 
-Errors caused by input or infrastructure (unknown path or dtype, no GPU, unreachable LLM
-endpoint or service, wrong database URL, a work folder that cannot be written, a port in use)
-print one line on stderr and exit 1; usage errors exit 2: a bad argument (a value given on the
-command line that the job configuration refuses included), or a ``KERNEVO_*`` variable that is
+Errors caused by input or infrastructure (no GPU, unreachable LLM endpoint, service or
+database, a work folder that cannot be written, a port in use, a job that is not there) print one
+line on stderr and exit 1; usage and configuration errors exit 2: a bad argument (a value given
+on the command line that the job configuration refuses included), a ``--config`` job file whose
+content does not parse or validate, a database URL that does not parse or names an unknown
+dialect (``--database-url`` or ``KERNEVO_DATABASE_URL``), or a ``KERNEVO_*`` variable that is
 unknown, empty or does not parse (checked against ``kernevo.environment`` before anything runs);
 a job stopped by Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number). A closed stdout
 (``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=1`` to see the
@@ -56,6 +58,11 @@ if multiprocessing.current_process().name != "MainProcess":
 
 class CliError(Exception):
     """A one-line error of a subcommand (bad input, service unreachable)."""
+
+
+class UsageError(CliError):
+    """A one-line configuration error that is not an argument's (a ``--config`` job file that
+    does not parse or validate): the command exits 2, as for a bad argument."""
 
 
 class _Stopped(BaseException):
@@ -180,6 +187,7 @@ def _evolve(args: argparse.Namespace) -> int:
 
 
 def _evolve_job(args: argparse.Namespace) -> int:
+    from evolver.errors import JobConfigError
     from evolver.job_config import JobOptionError, load_job_config
     from evolver.progress import ConsoleWriter
     from evolver.runner import ResumeOptionError, resume_job, start_job
@@ -249,6 +257,8 @@ def _evolve_job(args: argparse.Namespace) -> int:
             # The command line's value is at fault, not the job file: a usage error (exit 2).
             option = "--" + "-".join(error.loc).replace("_", "-")
             args.parser.error(f"argument {option}: {error}")
+        except JobConfigError as error:  # the --config file's own content: configuration too
+            raise UsageError(str(error)) from None
         outcome = start_job(
             job, settings=settings, database_url=database_url, write=write, cluster=cluster
         )
@@ -1578,7 +1588,8 @@ def _path_arg(text: str) -> Any:
 def _job_file(text: str) -> Any:
     """An argparse type for ``--config``: a path naming a readable regular file. A name that
     is wrong (missing, a folder, unreadable) is a usage error (exit 2), as any bad argument;
-    what the file says is the job's input, checked when it is read (exit 1)."""
+    what the file says is checked when it is read, and refused as configuration (exit 2 too:
+    :class:`UsageError`)."""
     path = _path_arg(text)
     shown = shorten(str(path), 300)
     if not path.exists():
@@ -1591,11 +1602,15 @@ def _job_file(text: str) -> Any:
 
 
 def _database_url(text: str) -> str:
-    """An argparse type for ``--database-url``: one line of text, not an in-memory SQLite
-    database (``db.session.in_memory_problem``)."""
-    from db.session import in_memory_problem
+    """An argparse type for ``--database-url``: one line of text naming a database SQLAlchemy
+    can open (``db.session.url_problem``), not an in-memory SQLite one
+    (``db.session.in_memory_problem``)."""
+    from db.session import in_memory_problem, url_problem
 
     value = _text("a database URL", _LONG_MAX)(text)
+    problem = url_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{shorten(without_credentials(value))!r}: {problem}")
     problem = in_memory_problem(value)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
@@ -1666,8 +1681,8 @@ def _stdout_or_devnull() -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernevo`` console script; returns the exit status (0 ok, also when
-    stdout's reader went away; 1 error; 2 usage: arguments or ``KERNEVO_*`` environment; 130
-    Ctrl-C; 143 SIGTERM)."""
+    stdout's reader went away; 1 error; 2 usage: arguments, the ``--config`` file or the
+    ``KERNEVO_*`` environment; 130 Ctrl-C; 143 SIGTERM)."""
     # SIGTERM ends the command with a line and 143 rather than silently; ``kernevo evolve``
     # replaces the handler with the runner's while a job exists (the job is marked failed).
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
@@ -1694,7 +1709,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("kernevo: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except SettingsError as error:
+    except (SettingsError, UsageError) as error:
         print(f"kernevo: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as error:

@@ -193,12 +193,13 @@ def test_an_unknown_path_or_dtype_on_the_command_line_is_a_usage_error(
          "islands: Input should be less than or equal to 64"),
     ],
 )  # fmt: skip
-def test_the_same_bad_value_in_a_job_file_is_an_error_of_the_input(
+def test_the_same_bad_value_in_a_job_file_is_a_configuration_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, line: str
 ) -> None:
     job = tmp_path / "job.yaml"
     job.write_text(content)
-    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 1
+    # The job file is configuration: exit 2, as for the same value on the command line.
+    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kernevo: {job}: {line}") and len(err.splitlines()) == 1
 
@@ -261,7 +262,7 @@ def test_a_job_file_asking_for_10_to_the_20_islands_is_refused_before_anything_r
     start = time.monotonic()
     done = _kernevo("evolve", "--config", str(job), tmp_path=tmp_path)
     assert time.monotonic() - start < 60
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert _one_line_error(done) == (
         f"kernevo: {job}: islands: Input should be less than or equal to 64"
     )
@@ -321,25 +322,28 @@ def test_llm_endpoint_without_model_or_key_is_one_line(tmp_path: Path) -> None:
 
 
 def test_wrong_database_url_is_one_line(tmp_path: Path) -> None:
-    line = _one_line_error(
-        _kernevo(
-            "evolve",
-            "--path",
-            "trsm_small",
-            "--dtype",
-            "float64",
-            "--compile-only",
-            "--database-url",
-            "nosuchdb://localhost/x",
-            tmp_path=tmp_path,
-        )
+    done = _kernevo(
+        "evolve",
+        "--path",
+        "trsm_small",
+        "--dtype",
+        "float64",
+        "--compile-only",
+        "--database-url",
+        "nosuchdb://localhost/x",
+        tmp_path=tmp_path,
     )
-    assert line.startswith("kernevo: database nosuchdb://localhost/x:")
-    line = _one_line_error(
-        _kernevo(
-            "jobs", "--database-url", "postgresql+psycopg://u@127.0.0.1:1/x", tmp_path=tmp_path
-        )
+    assert done.returncode == 2  # an unknown dialect is configuration (test_cli_exit_codes.py)
+    assert _one_line_error(done).startswith(
+        "kernevo evolve: error: argument --database-url: 'nosuchdb://localhost/x': unknown "
+        "database kind 'nosuchdb'"
     )
+    # A database that does not answer is infrastructure: exit 1.
+    done = _kernevo(
+        "jobs", "--database-url", "postgresql+psycopg://u@127.0.0.1:1/x", tmp_path=tmp_path
+    )
+    assert done.returncode == 1
+    line = _one_line_error(done)
     assert line.startswith("kernevo: database postgresql+psycopg://u@127.0.0.1:1/x:")
 
 
@@ -457,7 +461,7 @@ def test_a_yaml_syntax_error_names_its_line(tmp_path: Path) -> None:
     job = tmp_path / "job.yaml"
     job.write_text("path: trsm_small\ndtype: [float32\nislands: 4\n")
     done = _kernevo("evolve", "--config", str(job), tmp_path=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert _one_line_error(done) == (
         f"kernevo: {job}: invalid YAML at line 3, column 8: expected ',' or ']', but got ':' "
         "(while parsing a flow sequence at line 2, column 8)"
@@ -727,7 +731,7 @@ def test_a_job_file_that_does_not_decode_or_parse_is_one_line(
 ) -> None:
     job = tmp_path / "job.yaml"
     job.write_bytes(content)
-    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 1
+    assert main(["evolve", "--config", str(job), "--work-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kernevo: {job}: ") and says in err
     assert len(err.splitlines()) == 1

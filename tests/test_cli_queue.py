@@ -347,12 +347,14 @@ def test_worker_refuses_what_sqlite_cannot_do(
         f"already serves the SQLite database {url}: concurrent workers need PostgreSQL "
         "(set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db)"
     )
-    code, _, err = _run(capsys, "worker", "--gpus", "0,1", "--database-url", url)
-    assert (code, _one_line(err)) == (
-        1,
-        f"kernevo: database {url} is SQLite, which has no row locks: 2 jobs at once (--gpus) "
+    # Options contradicting the database: a usage error, refused before anything runs.
+    with pytest.raises(SystemExit) as stop:
+        main(["worker", "--gpus", "0,1", "--database-url", url])
+    assert (stop.value.code, _one_line(capsys.readouterr().err)) == (
+        2,
+        "kernevo worker: error: SQLite has no row locks: 2 jobs at once (--gpus) "
         "need PostgreSQL (set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db); on "
-        "SQLite a worker runs one GPU",
+        "SQLite a worker runs one GPU (see kernevo worker --help)",
     )
     uri = f"sqlite:///file:{tmp_path / 'q.db'}?uri=true"  # in-memory: test_cli_memory_db.py
     code, _, err = _run(capsys, "worker", "--compile-only", "--database-url", uri)
