@@ -132,6 +132,9 @@ class JobOut(BaseModel):
     best_score: float | None
     best_speedup: float | None
     last_failure_kind: str | None
+    # Why a failed job failed, one line (None while it is not failed): the runner's or its
+    # worker's error, which otherwise only the worker's stderr shows.
+    failure_reason: str | None = None
     programs: int
     heartbeat_at: datetime | None
     heartbeat_age_s: float | None
@@ -162,6 +165,7 @@ class JobOut(BaseModel):
             best_score=job.best_score,
             best_speedup=job.best_speedup,
             last_failure_kind=job.last_failure_kind,
+            failure_reason=job.failure_reason,
             programs=programs,
             heartbeat_at=job.heartbeat_at,
             heartbeat_age_s=live.heartbeat_age_s,

@@ -62,6 +62,9 @@ class Job(Base):
     best_score: Mapped[float | None] = mapped_column(Float)
     best_speedup: Mapped[float | None] = mapped_column(Float)
     last_failure_kind: Mapped[str | None] = mapped_column(String(64))
+    # Why a failed job failed, one line (the runner's or the worker's error, ``worker_lost``'s
+    # count); NULL while the job is not failed (cleared when it runs again).
+    failure_reason: Mapped[str | None] = mapped_column(Text)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, server_default=func.now())
     # The job queue (db.queue): queued_at is set for a job that workers may claim (created through

@@ -129,6 +129,7 @@ def claim_job(
     if job is None:
         return None
     job.state = JobState.RUNNING.value  # WAITING → RUNNING is always allowed
+    job.failure_reason = None
     if job.gpu_key == ANY_GPU:
         job.gpu_key = gpu_key
     job.claimed_by = worker
@@ -183,9 +184,14 @@ def _return(job: Job, max_attempts: int, *, count: bool = True) -> Literal["requ
     if count and job.attempts >= max_attempts:
         job.state = JobState.FAILED.value
         job.last_failure_kind = WORKER_LOST
+        job.failure_reason = (
+            f"its workers died {job.attempts} time{'' if job.attempts == 1 else 's'} (max "
+            f"attempts {max_attempts}): {WORKER_LOST}"
+        )
         action: Literal["requeued", "failed"] = "failed"
     else:
         job.state = JobState.WAITING.value
+        job.failure_reason = None
         job.queued_at = func.now()
         action = "requeued"
     job.claimed_by = None

@@ -173,6 +173,19 @@ def _move(job: Job, state: str) -> None:
     if not job_transition_allowed(current, new):
         raise InvalidTransitionError(f"job {job.id} is {current.value}; cannot become {new.value}")
     job.state = new.value
+    if new is not JobState.FAILED:  # a reason describes the failure it came with, no later state
+        job.failure_reason = None
+
+
+# A stored failure reason longer than this is cut: it is one line for a table and an API answer.
+FAILURE_REASON_MAX = 2000
+
+
+def failure_text(reason: str) -> str:
+    """``reason`` as the one line stored in ``job.failure_reason``: whitespace runs made one
+    space, at most :data:`FAILURE_REASON_MAX` characters (a cut one ends with ``…``)."""
+    line = " ".join(reason.split())
+    return line if len(line) <= FAILURE_REASON_MAX else f"{line[: FAILURE_REASON_MAX - 1]}…"
 
 
 def update_job_progress(
@@ -184,10 +197,13 @@ def update_job_progress(
     best_score: float | None = None,
     best_speedup: float | None = None,
     last_failure_kind: str | None = None,
+    failure_reason: str | None = None,
 ) -> Job:
     """Record a running job's progress and take its heartbeat from the database clock.
 
-    Arguments left ``None`` keep their stored value. A cancelled or complete job keeps its state:
+    Arguments left ``None`` keep their stored value; a move to a state other than ``failed``
+    clears ``failure_reason``, which ``failure_reason`` sets (one line, :func:`failure_text`)
+    when the job is or becomes ``failed``. A cancelled or complete job keeps its state:
     progress can still be written to it, but a state change is refused, so a worker that writes
     ``state="running"`` after the API cancelled the job gets ``InvalidTransitionError`` and should
     stop. ``best_score`` is the combined score (geometric-mean speedup over cuBLAS, 0 on failure),
@@ -211,6 +227,8 @@ def update_job_progress(
         job.best_speedup = best_speedup
     if last_failure_kind is not None:
         job.last_failure_kind = last_failure_kind
+    if failure_reason is not None and job.state == JobState.FAILED.value:
+        job.failure_reason = failure_text(failure_reason)
     job.heartbeat_at = func.now()
     s.flush()
     s.refresh(job)

@@ -480,14 +480,18 @@ def _run(
                 return _stopped(engine, job_id, job, error.signum, write, resume_hint)
             # Mark the job failed (resumable) unless it was cancelled meanwhile.
             interrupted = not isinstance(error, Exception)  # Ctrl-C twice, SystemExit
-            _mark_failed(engine, job_id, "interrupted" if interrupted else "error")
-            if interrupted or isinstance(error, EvolverError):
-                raise
             reason = str(error).splitlines()[0] if str(error) else ""
-            raise JobFailedError(
+            if interrupted or isinstance(error, EvolverError):
+                # An error of ours says what happened in its own line; Ctrl-C has no line.
+                said = reason or type(error).__name__
+                _mark_failed(engine, job_id, "interrupted" if interrupted else "error", said)
+                raise
+            failed = JobFailedError(
                 f"job {job_id} ({spec.path_id} {job.dtype}) failed: {type(error).__name__}: "
                 f"{reason}; resume with 'kernevo evolve --resume {job_id}'"
-            ) from error
+            )
+            _mark_failed(engine, job_id, "error", str(failed))
+            raise failed from error
 
 
 # The end of a worker's job line when a signal stopped the job: its worker gives it back to the
@@ -516,7 +520,10 @@ def _stopped(
     from db import repository
     from db.session import session_scope
 
-    _mark_failed(engine, job_id, "interrupted")
+    then = resume_hint or f"resume with 'kernevo evolve --resume {job_id}'"
+    by = signal.Signals(signum).name
+    reason = f"job {job_id} stopped by {by} in its setup; {then}"
+    _mark_failed(engine, job_id, "interrupted", reason)
     state, iteration, best_score, best_speedup = "failed", 0, 0.0, 0.0
     programs = 0
     try:
@@ -541,17 +548,19 @@ def programs_recorded(count: int) -> str:
     return f"{count} program{'' if count == 1 else 's'} recorded"
 
 
-def _mark_failed(engine: Engine, job_id: int, kind: str) -> None:
-    """Mark the job ``failed`` (resumable) with ``last_failure_kind`` ``kind``, unless it was
-    cancelled meanwhile; a store error here is swallowed (the store may be what failed, and the
-    original error matters more)."""
+def _mark_failed(engine: Engine, job_id: int, kind: str, reason: str) -> None:
+    """Mark the job ``failed`` (resumable) with ``last_failure_kind`` ``kind`` and
+    ``failure_reason`` ``reason`` (one line), unless it was cancelled meanwhile; a store error
+    here is swallowed (the store may be what failed, and the original error matters more)."""
     from db import repository
     from db.session import session_scope
 
     try:
         with session_scope(engine) as s:
             if repository.get_job(s, job_id).state != "cancelled":
-                repository.update_job_progress(s, job_id, state="failed", last_failure_kind=kind)
+                repository.update_job_progress(
+                    s, job_id, state="failed", last_failure_kind=kind, failure_reason=reason
+                )
     except Exception:
         pass
 
@@ -812,6 +821,7 @@ def _finish(
             best_score=reporter.best_score,
             best_speedup=reporter.best_speedup,
             last_failure_kind="interrupted" if interrupted else None,
+            failure_reason=message if state == "failed" else None,
         )
     programs = _count_programs(engine, job_id)
     write(

@@ -396,9 +396,14 @@ class Worker:
                 )
                 self._say(f"job {job_id}: job process ended ({_exit(code)}); {_returned(action)}")
                 return
-            if state == "running":  # it failed before the runner took the job (its line said why)
+            if state == "running":  # it died before it could mark the job (a crash, a bug)
                 repository.update_job_progress(
-                    s, job_id, state="failed", last_failure_kind="worker_error"
+                    s,
+                    job_id,
+                    state="failed",
+                    last_failure_kind="worker_error",
+                    failure_reason=f"its job process ended ({_exit(code)}) without marking the "
+                    f"job; see worker {self.id}'s output",
                 )
                 state = "failed"
         self._say(f"job {job_id}: {state} ({_exit(code)})")

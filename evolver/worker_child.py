@@ -197,7 +197,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (EvolverError, RepositoryError, DatabaseUnavailableError, SettingsError) as error:
         line = " ".join(str(error).split()) or type(error).__name__
         print(f"kernevo worker: job {args.job}: {line}", file=sys.stderr)
+        _record_failure(args.job, args.database_url, line)
         return EXIT_ERROR
+
+
+def _record_failure(job_id: int, database_url: str, line: str) -> None:
+    """Store ``line`` as the job's failure reason, with the job ``failed`` (``worker_error``)
+    if it was still ``running`` (the error came before the runner took it), so that ``kernevo
+    jobs`` and ``GET /v1/jobs/{id}`` say why, not only this process's stderr. A job the runner
+    already marked keeps its own reason and kind; a cancelled or requeued one is left as it is.
+    Best effort: the database may be what failed, and the line was printed already."""
+    from db import repository
+    from db.session import session_scope
+    from evolver.store import open_store
+
+    try:
+        engine = open_store(database_url, create=False)
+        try:
+            with session_scope(engine) as s:
+                job = repository.get_job(s, job_id)
+                if job.state == "running":
+                    repository.update_job_progress(
+                        s, job_id, state="failed", last_failure_kind="worker_error"
+                    )
+                if job.state == "failed" and job.failure_reason is None:
+                    job.failure_reason = repository.failure_text(line)
+        finally:
+            engine.dispose()
+    except Exception:  # noqa: BLE001 — nothing left to tell but the line already printed
+        pass
 
 
 def exit_stopped(code: int) -> NoReturn:

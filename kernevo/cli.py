@@ -799,6 +799,7 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                     "best_score": j.best_score,
                     "best_speedup": j.best_speedup,
                     "last_failure_kind": j.last_failure_kind,
+                    "failure_reason": j.failure_reason,
                     "programs": counts[j.id],
                     "backend": j.backend,
                     "model": j.model,
@@ -886,9 +887,30 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             raise
         raise _malformed(f"{args.api_url.rstrip('/')}/v1/jobs", error) from None
     print("\n".join(lines))
-    for line in _stale_hints(rows):
+    for line in [*_failure_lines(rows), *_stale_hints(rows)]:
         print(line)
     return 0
+
+
+def _failure_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """``job N failed: <reason>`` for each listed failed job with a stored reason
+    (``job.failure_reason``; a service older than the field sends none), one printable line
+    each, at most :data:`_FAILURE_LINE_MAX` characters (the reason is whole in the API)."""
+    from kernevo.text import printable
+
+    lines = []
+    for row in rows:
+        if row.get("state") == "failed" and row.get("failure_reason"):
+            line = printable(f"job {row['id']} failed: {row['failure_reason']}", 10_000)
+            if len(line) > _FAILURE_LINE_MAX:
+                line = f"{line[: _FAILURE_LINE_MAX - 1]}…"
+            lines.append(line)
+    return lines
+
+
+# Characters a failure line of ``kernevo jobs`` may take: a reason quoting a long error must
+# not bury the table under it.
+_FAILURE_LINE_MAX = 300
 
 
 def _job_line(row: dict[str, Any]) -> str:
