@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api.docs_pages import docs_router
 from api.errors import install_error_handlers
+from api.query_params import refuse_repeated_query
 from api.routes import (
     champions,
     health,
@@ -76,6 +77,7 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
         version=service_version(),
         summary="Verified CUDA kernels from LLM-driven evolution, and their lineage.",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_repeated_query)],  # ?dtype=a&dtype=b: 422, every route
         docs_url=None,  # FastAPI's pages load their files from CDNs: api.docs_pages serves them
         redoc_url=None,
     )
