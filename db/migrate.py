@@ -6,12 +6,15 @@ Alembic owns the schema: nothing calls ``metadata.create_all``. The command line
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from filelock import FileLock
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -42,10 +45,35 @@ def _run(url: str, revision: str, *, up: bool) -> None:
         return
     # SQLite: a fresh file's first connections race to switch it to WAL (PRAGMA journal_mode
     # needs the file to itself and can answer "database is locked" at once, busy timeout or
-    # not: seen in CI with three first starts). Migrators of one file queue on a lock beside it.
-    Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{Path(database).expanduser()}.migrate.lock"):
+    # not: seen in CI with three first starts). Migrators of one file queue on a lock of its
+    # folder (_folder_lock), which leaves no file behind.
+    folder = Path(database).expanduser().resolve().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with _folder_lock(folder):
         _migrate(url, revision, up=up)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself (opened read-only: Linux locks a
+    directory's open file description like a file's), waiting for any other holder.
+
+    Why the folder: a lock file beside the database (``<db>.migrate.lock``, filelock's) stayed
+    after every command, and deleting it on release is unsafe (a waiter holding the unlinked
+    file's descriptor and a newcomer creating a fresh file would both "hold" the lock). The
+    folder exists as long as the database does, is the same inode for every name of it and for
+    every user who can read it, and a crashed holder's lock goes with its process. It serializes
+    the migrations of every SQLite database in the folder, which take milliseconds.
+
+    Raises:
+        OSError: the folder cannot be opened (permission denied).
+    """
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 def _migrate(url: str, revision: str, *, up: bool) -> None:
