@@ -133,6 +133,7 @@ class ProgressReporter:
         self.best_score = best_score or 0.0
         self.best_speedup = best_speedup or 0.0
         self.last_failure: str | None = None
+        self.last_failure_iteration = 0
         self.cancelled = False
         self.recorded = 0
         self._promoted_uid: str | None = None
@@ -146,6 +147,7 @@ class ProgressReporter:
                 self.recorded += 1
             if rec.error_kind:
                 self.last_failure = rec.error_kind
+                self.last_failure_iteration = rec.iteration
             improved = (
                 rec.error_kind is None
                 and rec.kind in ("seed", "child")
@@ -205,8 +207,18 @@ class ProgressReporter:
             f"job {self.job_id} | iter {rec.iteration}/{self.total_iterations} | "
             f"{outcome}: {result} | best {self.best_score:.3f} "
             f"({speedup_text(self.best_speedup, self.speedup_at)}) | last failure: "
-            f"{self.last_failure or '-'}"
+            f"{self._last_failure_text(rec.iteration)}"
         )
+
+    def _last_failure_text(self, iteration: int) -> str:
+        """The last failure's kind and when, from the line of ``iteration``:
+        ``compile_error (iteration 3, 12 ago)``, ``… (this iteration)``; ``-`` before any. The
+        kind alone read as the state of the job, though it may be hundreds of iterations old."""
+        if self.last_failure is None:
+            return "-"
+        ago = iteration - self.last_failure_iteration
+        when = "this iteration" if ago <= 0 else f"{ago} ago"
+        return f"{self.last_failure} (iteration {self.last_failure_iteration}, {when})"
 
     def heartbeat(self, *, write_progress: bool) -> None:
         """Take the heartbeat (database clock), with progress when ``write_progress``; stop the

@@ -197,5 +197,5 @@ def test_a_compile_only_success_is_scored_not_failed(recorder: Harness, tmp_path
     assert lines == [
         f"{job} | iter 0/2 | seed: compiled | best 0.000 (speedup n/a) | last failure: -",
         f"{job} | iter 1/2 | child: compile_error (compile) | best 0.000 (speedup n/a) "
-        "| last failure: compile_error",
+        "| last failure: compile_error (iteration 1, this iteration)",
     ]
