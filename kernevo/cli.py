@@ -533,6 +533,11 @@ def _dtype(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+# The ops --op takes, for the help text (spelt out: the CLI imports the registry only when an
+# op is checked; tests/test_cli_help.py holds it to seeds.ops.OPS).
+OP_HELP = "trsm, solve_tri, band_bidiag, trsm_batched"
+
+
 def _op(text: str) -> str:
     """An argparse type: an operation some path implements (``trsm``)."""
     from seeds.registry import OPS
@@ -1434,7 +1439,11 @@ def _parser() -> argparse.ArgumentParser:
     evolve.add_argument(
         "--llm-base-url", type=_url, help="OpenAI-compatible endpoint (default: offline)"
     )
-    evolve.add_argument("--llm-model", type=_text("a model name"))
+    evolve.add_argument(
+        "--llm-model",
+        type=_text("a model name"),
+        help="the model the LLM endpoint serves (default KERNEVO_LLM_MODEL)",
+    )
     evolve.add_argument(
         "--llm-api-key-env", type=_env_name, help="name of the variable holding the API key"
     )
@@ -1444,15 +1453,19 @@ def _parser() -> argparse.ArgumentParser:
     evolve.set_defaults(func=_cmd_evolve)
 
     serve = commands.add_parser("serve", help="run the REST service")
-    serve.add_argument("--host", type=_host, default="127.0.0.1")
+    serve.add_argument(
+        "--host", type=_host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
     serve.add_argument("--port", type=_port, default=8000, help="1..65535 (default 8000)")
     serve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     serve.set_defaults(func=_cmd_serve)
 
     best = commands.add_parser("best", help="the champion kernel serving a problem")
     best.set_defaults(parser=best)  # a shape the op refuses: best's usage error
-    best.add_argument("--op", type=_op, default="trsm", help="trsm, solve_tri, band_bidiag")
-    best.add_argument("--dtype", type=_dtype, required=True)
+    best.add_argument("--op", type=_op, default="trsm", help=OP_HELP)
+    best.add_argument(
+        "--dtype", type=_dtype, required=True, help="float32 | float64 | complex64 | complex128"
+    )
     best.add_argument(
         "--shape",
         type=_shape_values,
@@ -1467,8 +1480,12 @@ def _parser() -> argparse.ArgumentParser:
 
     jobs = commands.add_parser("jobs", help="jobs and their progress")
     jobs.set_defaults(parser=jobs)  # contradictory options: jobs' usage errors
-    jobs.add_argument("--state", choices=["waiting", "running", "complete", "failed", "cancelled"])
-    jobs.add_argument("--limit", type=_count, default=20)
+    jobs.add_argument(
+        "--state",
+        choices=["waiting", "running", "complete", "failed", "cancelled"],
+        help="only jobs in this state",
+    )
+    jobs.add_argument("--limit", type=_count, default=20, help="newest jobs shown (default 20)")
     jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
     jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     jobs.add_argument(
@@ -1591,8 +1608,10 @@ def _add_queue_commands(commands: Any) -> None:
     export = commands.add_parser(
         "export", help="write a champion's source, cubin, signature and reports as files"
     )
-    export.add_argument("--op", type=_op, default="trsm")
-    export.add_argument("--dtype", type=_dtype, required=True)
+    export.add_argument("--op", type=_op, default="trsm", help=OP_HELP)
+    export.add_argument(
+        "--dtype", type=_dtype, required=True, help="float32 | float64 | complex64 | complex128"
+    )
     _add_gpu_arguments(export)
     export.add_argument("--path", type=_path_id, help="only this path's champion")
     export.add_argument("-o", "--output", type=_path_arg, required=True, help="folder to write")
