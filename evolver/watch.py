@@ -41,53 +41,85 @@ def _total(row: Row) -> int | None:
     return total if isinstance(total, int) and total > 0 else None
 
 
-def _progress(row: Row) -> Table:
-    """A bar of iteration / total, with the figures beside it."""
+BAR_WIDTH = 24
+# Columns left out, in this order, while the table is wider than the terminal; id, state and
+# best always stay. Without this a narrow terminal (60 columns) folded every row over several
+# lines, cells shrunk to nothing.
+DROP_ORDER = ("worker (attempt)", "gpu", "progs", "dtype", "speedup", "path", "progress")
+_COLUMNS = (
+    ("id", "right"),
+    ("path", "left"),
+    ("dtype", "left"),
+    ("gpu", "left"),
+    ("state", "left"),
+    ("progress", "left"),
+    ("best", "right"),
+    ("speedup", "right"),
+    ("progs", "right"),
+    ("worker (attempt)", "left"),
+)
+
+
+def _progress(row: Row) -> tuple[Table, int]:
+    """A bar of iteration / total, with the figures beside it, and its width in columns."""
     total = _total(row)
     iteration = int(row.get("iteration") or 0)
     cell = Table.grid(padding=(0, 1))
     if total is None:
-        cell.add_row(Text(f"{iteration}/?"))
-        return cell
-    bar = ProgressBar(total=total, completed=min(iteration, total), width=24)
-    cell.add_row(bar, Text(f"{iteration}/{total}"))
-    return cell
+        figures = f"{iteration}/?"
+        cell.add_row(Text(figures))
+        return cell, len(figures)
+    figures = f"{iteration}/{total}"
+    bar = ProgressBar(total=total, completed=min(iteration, total), width=BAR_WIDTH)
+    cell.add_row(bar, Text(figures))
+    return cell, BAR_WIDTH + 1 + len(figures)
 
 
-def job_table(rows: Sequence[Row]) -> Table:
+def _cells(row: Row) -> dict[str, tuple[Any, int]]:
+    """One row's cells by column name, each with its width in columns."""
+    state = "stale" if row.get("stale") else str(row.get("state"))
+    best, speedup = row.get("best_score"), row.get("best_speedup")
+    holder = row.get("claimed_by") or "-"
+    attempts = row.get("attempts") or 0
+    texts = {
+        "id": str(row.get("id")),
+        "path": str(row.get("path")),
+        "dtype": str(row.get("dtype")),
+        "gpu": str(row.get("gpu")),
+        "best": f"{best:.3f}" if isinstance(best, int | float) else "-",
+        "speedup": (f"{speedup:.2f}x" if isinstance(speedup, int | float) and speedup > 0 else "-"),
+        "progs": str(row.get("programs", 0)),
+        "worker (attempt)": f"{holder} ({attempts})" if attempts else holder,
+    }
+    cells: dict[str, tuple[Any, int]] = {name: (text, len(text)) for name, text in texts.items()}
+    cells["state"] = (Text(state, style=_STYLE.get(state, "")), len(state))
+    cells["progress"] = _progress(row)
+    return cells
+
+
+def job_table(rows: Sequence[Row], width: int | None = None) -> Table:
     """The jobs as a rich table: id, path, dtype, GPU, state (``stale`` for a running job
-    whose heartbeat stopped), progress bar, best score and speedup, programs, worker."""
+    whose heartbeat stopped), progress bar, best score and speedup, programs, worker. With
+    ``width`` (the terminal's columns), columns are left out in :data:`DROP_ORDER` until every
+    row fits on one line."""
+    cells = [_cells(row) for row in rows]
+    widths = {name: max([len(name), *(row[name][1] for row in cells)]) for name, _ in _COLUMNS}
+    shown = [name for name, _ in _COLUMNS]
+
+    def drawn_width() -> int:
+        # A column takes its widest cell, one space of padding each side and one rule.
+        return sum(widths[name] + 3 for name in shown) + 1
+
+    for name in DROP_ORDER:
+        if width is None or drawn_width() <= width:
+            break
+        shown.remove(name)
     table = Table(title="kernevo jobs", expand=False)
-    for name, justify in (
-        ("id", "right"),
-        ("path", "left"),
-        ("dtype", "left"),
-        ("gpu", "left"),
-        ("state", "left"),
-        ("progress", "left"),
-        ("best", "right"),
-        ("speedup", "right"),
-        ("progs", "right"),
-        ("worker (attempt)", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in rows:
-        state = "stale" if row.get("stale") else str(row.get("state"))
-        best, speedup = row.get("best_score"), row.get("best_speedup")
-        holder = row.get("claimed_by") or "-"
-        attempts = row.get("attempts") or 0
-        table.add_row(
-            str(row.get("id")),
-            str(row.get("path")),
-            str(row.get("dtype")),
-            str(row.get("gpu")),
-            Text(state, style=_STYLE.get(state, "")),
-            _progress(row),
-            f"{best:.3f}" if isinstance(best, int | float) else "-",
-            f"{speedup:.2f}x" if isinstance(speedup, int | float) and speedup > 0 else "-",
-            str(row.get("programs", 0)),
-            f"{holder} ({attempts})" if attempts else holder,
-        )
+    for name, justify in _COLUMNS:
+        if name in shown:
+            table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in cells:
+        table.add_row(*(row[name][0] for name in shown))
     return table
 
 
@@ -111,12 +143,12 @@ def watch_jobs(
     drawn = 0
     rows = fetch()
     try:
-        with Live(job_table(rows), console=console, auto_refresh=False) as live:
+        with Live(job_table(rows, console.width), console=console, auto_refresh=False) as live:
             drawn = 1
             while active(rows):
                 time.sleep(interval_s)
                 rows = fetch()
-                live.update(job_table(rows), refresh=True)
+                live.update(job_table(rows, console.width), refresh=True)
                 drawn += 1
     except KeyboardInterrupt:
         pass  # leaving the watch is not an error
