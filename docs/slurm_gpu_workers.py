@@ -16,12 +16,13 @@ several ``scale`` calls of different clusters' jobs pointing at one scheduler) a
 job ``--gpu-key nvidia-h200``; a job's tasks carry ``gpu-<its key>=1``, so they run only on
 workers of that model. docs/SCALING.md explains what travels and what limits the job.
 
-Printed below the script, for review before anything is submitted: the job script Slurm will
-run (``cluster.job_script()``). Adapt ``queue``, ``account``, ``--gres`` and the paths.
+It prints the job script Slurm will run (``cluster.job_script()``) and submits nothing until
+you answer ``y`` (or pass ``--yes``). Adapt ``queue``, ``account``, ``--gres`` and the paths.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from dask_jobqueue import SLURMCluster
@@ -47,6 +48,9 @@ cluster = SLURMCluster(
     scheduler_options={"host": "0.0.0.0", "port": 8786, "dashboard_address": ":8787"},
 )
 print(cluster.job_script())
+if "--yes" not in sys.argv[1:] and input(f"submit {GPUS} Slurm jobs? [y/N] ").strip() != "y":
+    cluster.close()
+    sys.exit("nothing submitted")
 cluster.scale(jobs=GPUS)
 print(f"scheduler at {cluster.scheduler_address}; kernevo evolve ... --scheduler <that>")
 try:

@@ -772,9 +772,10 @@ def _header(
     what = f"{job.path} {job.dtype}"
     if len(spec.bucket_names) > 1:  # a path of several buckets names the job's
         what = f"{job.path} (shape bucket {spec.shape_bucket}) {job.dtype}"
+    count = max(remaining, 0)
     return (
         f"job {job_id}: {what} on {where}; {backend.kind} ({backend.model}); "
-        f"{max(remaining, 0)} iterations {start}; work folder {work}"
+        f"{count} iteration{'' if count == 1 else 's'} {start}; work folder {work}"
     )
 
 

@@ -100,7 +100,10 @@ class OpSolver:
       takes C-contiguous arrays;
     - band_bidiag, ``solver(band) -> (d, e)``: the upper bidiagonal form of an upper band in
       LAPACK band storage, (BW + 1, n); ``band`` is never written; the kernel takes a
-      Fortran-ordered band.
+      Fortran-ordered band;
+    - trsm_batched, ``solver(a, b)``: A_i·X_i = B_i for every batch index i in place in ``b``,
+      returning ``b``; ``a`` of shape (batch, m, m) lower triangular, ``b`` (batch, m, n),
+      m, n ≤ 64, each matrix row-major; the kernel takes C-contiguous arrays.
 
     Operands are CuPy arrays on the solver's device (the one current at :func:`load`), which
     must be current when it is called, as for any CuPy operation. The champion kernel runs when
@@ -188,7 +191,8 @@ class OpSolver:
     def explain(self, *shape: int) -> Decision:
         """Where a problem of ``shape`` goes and why (fetches the champions if needed), the
         shape being the op's parameters in order (trsm: ``explain(m, n)`` for A m×m, B m×n;
-        solve_tri: ``explain(n, k, b2, b3)``; band_bidiag: ``explain(n, bandwidth)``): the path
+        solve_tri: ``explain(n, k, b2, b3)``; band_bidiag: ``explain(n, bandwidth)``;
+        trsm_batched: ``explain(m, n, batch)``): the path
         (``Decision.path``), the route (kernel or the op's fallback, ``Decision.fallback``
         naming its library), the reason (naming the paths compared when several serve the
         shape) and every serving path as judged (``Decision.compared``).
@@ -393,7 +397,7 @@ def load(
 ) -> OpSolver:
     """A solver for ``op`` in ``dtype`` on CuPy's current device: a callable with the op's
     signature (:class:`OpSolver`; trsm ``solver(a, b)``, solve_tri ``solver(a, b)``,
-    band_bidiag ``solver(band) -> (d, e)``).
+    band_bidiag ``solver(band) -> (d, e)``, trsm_batched ``solver(a, b)``).
 
     Each argument overrides its ``KERNEVO_*`` variable (see :class:`LoaderSettings`):
     ``api_url`` (default ``http://127.0.0.1:8000``), ``cache_dir`` (``~/.cache/kernevo``),
