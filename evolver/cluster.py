@@ -19,8 +19,10 @@ stops the job, which then fails with one line naming the scheduler and the resum
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +43,61 @@ IN_FLIGHT_PER_WORKER = 2
 # Champion verification (held-out shapes, sanitizers, determinism) may take minutes.
 CHAMPION_WAIT_S = 3600.0
 _WATCH_POLL_S = 0.25
+# A first TCP connection to the scheduler, made before Dask's client: Dask retries a refused
+# connection until its timeout (30 s), where the refusal itself is known at once. A scheduler
+# that does not answer within this long is left to Dask's own timeout.
+PROBE_TIMEOUT_S = 3.0
+# Dask's default scheduler port (``dask scheduler --port``), for an address without one.
+DEFAULT_SCHEDULER_PORT = 8786
+
+
+def scheduler_host_port(address: str) -> tuple[str, int]:
+    """Host and port of a Dask address ``tcp://host:port`` (``tls://`` too; an IPv6 host in
+    brackets; no port: :data:`DEFAULT_SCHEDULER_PORT`).
+
+    Raises:
+        ValueError: one line: no host, or a port that is not an integer in 1..65535.
+    """
+    rest = address.partition("://")[2]
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        port_text = tail[1:] if tail.startswith(":") else None
+        if tail and port_text is None:
+            raise ValueError(f"{address!r}: expected [host]:port after the scheme")
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+    else:
+        host, port_text = rest, None
+    if not host:
+        raise ValueError(f"{address!r} names no host (tcp://host:8786)")
+    if port_text is None:
+        return host, DEFAULT_SCHEDULER_PORT
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"{address!r}: the port must be an integer in 1..65535, not {port_text!r}")
+    return host, int(port_text)
+
+
+def check_reachable(address: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail at once when nothing can accept a connection at the scheduler ``address``: the
+    connection is refused, the host is unknown or unreachable. A connection that neither
+    opens nor fails within ``timeout_s`` passes (Dask's client then waits its own timeout).
+
+    Raises:
+        ClusterError: one line naming the address and what happened.
+    """
+    host, port = scheduler_host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except TimeoutError:
+        return
+    except socket.gaierror as error:
+        reason = f"unknown host {host!r} ({error.strerror})"
+    except ConnectionRefusedError:
+        reason = "connection refused (no scheduler listens on that port)"
+    except OSError as error:
+        reason = error.strerror or errno.errorcode.get(error.errno or 0, str(error))
+    raise ClusterError(f"Dask scheduler {address} unreachable: {reason}")
 
 
 @dataclass(frozen=True)
@@ -284,12 +341,13 @@ def wait_for_workers(client: Any, wanted: str | None, timeout_s: float) -> tuple
 
     Raises:
         ClusterError: one line: no worker of the key within ``timeout_s`` seconds (the keys
-            seen are named), or several GPU models and none wanted.
+            seen are named), several GPU models and none wanted, or the scheduler stopped
+            answering meanwhile.
     """
     address = str(client.scheduler.address)
     deadline = time.monotonic() + timeout_s
     while True:
-        found = keys_of(client.scheduler_info(n_workers=-1)["workers"])
+        found = _workers_by_key(client, wanted, address)
         key = _choose_key(found, wanted, address)
         if key is not None and found.get(key):
             return key, sorted(found[key])
@@ -302,6 +360,27 @@ def wait_for_workers(client: Any, wanted: str | None, timeout_s: float) -> tuple
                 "ADDRESS --gpu I'"
             )
         time.sleep(0.5)
+
+
+def _workers_by_key(client: Any, wanted: str | None, address: str) -> dict[str, list[str]]:
+    """``keys_of`` the scheduler's workers, asked once.
+
+    Raises:
+        ClusterError: the client lost its scheduler (it reconnects for its timeout, then
+            closes); ``scheduler_info`` then answers without ``workers``, from its cache.
+    """
+    from concurrent.futures import CancelledError
+
+    try:
+        info = client.scheduler_info(n_workers=-1) if client.status == "running" else {}
+    except (OSError, TimeoutError, CancelledError):
+        info = {}
+    if "workers" in info:
+        return keys_of(info["workers"])
+    what = f"of GPU key {wanted}" if wanted is not None else "with a GPU"
+    raise ClusterError(
+        f"Dask scheduler {address} stopped answering while waiting for workers {what}"
+    )
 
 
 @contextmanager
@@ -326,6 +405,13 @@ def open_cluster(
         raise ClusterError(problem)
     if gpu_key is not None and options.gpu_key is not None and gpu_key != options.gpu_key:
         raise ClusterError(f"the job ran on {gpu_key}, not on --gpu-key {options.gpu_key}")
+    if compile_only and options.gpu_key not in (None, NO_GPU_KEY):
+        raise ClusterError(
+            f"a compile-only job evaluates under the key {NO_GPU_KEY}, not --gpu-key "
+            f"{options.gpu_key}: leave out --gpu-key"
+        )
+    if options.scheduler:
+        check_reachable(options.scheduler)
     quiet_distributed()  # the watchdog and the reports say what matters
     local = start_local_cluster(options.gpus, compile_only=compile_only) if options.gpus else None
     address = local.scheduler_address if local is not None else str(options.scheduler)

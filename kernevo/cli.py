@@ -306,16 +306,32 @@ def _cluster_options(args: argparse.Namespace, *, local: bool) -> Any:
     )
     if (problem := options.problem()) is not None:
         args.parser.error(problem)
+    if local and args.compile_only and args.gpu_key is not None:
+        args.parser.error("--compile-only evaluates under the key none: leave out --gpu-key")
+    if local and args.gpu is not None:
+        # evolve's --gpu is this machine's device; a cluster's job evaluates on its workers.
+        given, where = (
+            ("--gpus", "a cluster of the devices it lists")
+            if gpus
+            else ("--scheduler", "the Dask cluster's workers")
+        )
+        args.parser.error(
+            f"--gpu and {given} exclude each other: with {given} the job evaluates on {where}"
+        )
     return options
 
 
 def _cmd_dask_worker(args: argparse.Namespace) -> int:
     """One GPU's Dask worker for jobs evaluating on a cluster (``evolver.dask_worker``)."""
+    from evolver.cluster import check_reachable
     from evolver.dask_worker import serve
     from evolver.progress import ConsoleWriter
 
     if args.compile_only == (args.gpu is not None):
         args.parser.error("give --gpu I (a GPU worker) or --compile-only (a CPU worker)")
+    if args.compile_only and args.gpu_key is not None:
+        args.parser.error("--compile-only evaluates under the key none: leave out --gpu-key")
+    check_reachable(args.scheduler)  # Dask would retry a refused connection for its timeout
     return serve(
         args.scheduler,
         None if args.compile_only else args.gpu,
@@ -334,6 +350,12 @@ def _scheduler(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected a Dask scheduler address such as tcp://host:8786, not {shorten(value)!r}"
         )
+    from evolver.cluster import scheduler_host_port
+
+    try:
+        scheduler_host_port(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return value
 
 
@@ -985,6 +1007,10 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     problem = options.problem()
     if problem is not None:
         args.parser.error(problem)
+    if cluster is not None:
+        from evolver.cluster import check_reachable
+
+        check_reachable(str(cluster.scheduler))  # Dask retries a refused connection for 30 s
     return Worker(options, write=ConsoleWriter()).run()
 
 
