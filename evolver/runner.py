@@ -454,11 +454,12 @@ def _run(
         try:
             held.enter_context(JobLock(work, job_id))
         except OSError as error:  # not "held by another process": that is a ResumeError
-            _mark_failed(engine, job_id, "error")
-            raise WorkDirError(
+            failure = WorkDirError(
                 f"job {job_id}: work folder {work} cannot be created or locked: "
                 f"{error.strerror or error}"
-            ) from None
+            )
+            _mark_failed(engine, job_id, "error", str(failure))
+            raise failure from None
         try:
             return _run_locked(
                 job,

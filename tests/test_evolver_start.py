@@ -108,3 +108,11 @@ def test_a_job_folder_that_cannot_be_made_marks_the_job_failed(
     with pytest.raises(WorkDirError, match=r"^job 1: work folder .*job-1 cannot be created"):
         start_job(job, settings=_settings(runs), database_url=fresh_database_url, write=print)
     assert _jobs(fresh_database_url) == [(1, "failed", "error")]
+    engine = make_engine(fresh_database_url)
+    try:
+        with session_scope(engine) as s:
+            (row,) = repository.list_jobs(s)
+            assert "work folder" in (row.failure_reason or "")
+            assert "cannot be created or locked" in (row.failure_reason or "")
+    finally:
+        engine.dispose()
