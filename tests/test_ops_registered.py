@@ -142,7 +142,9 @@ def test_tunables_compile_at_both_ends_of_their_ranges(path_id, tmp_path):
     for label, values in ends(tunables, path_id):
         source = with_values(seed, values)
         assert screen(source, seed) is None, label
-        for dtype in spec.dtypes:
+        # The narrowest and the widest scalar (float32 and complex128 where a path has four):
+        # the dtype only sets the scalar type, and a corner that compiles at both compiles between.
+        for dtype in dict.fromkeys((spec.dtypes[0], spec.dtypes[-1])):
             result = compile_cubin(
                 source, spec.compile_options(dtype, ARCH), ARCH, cache_dir=tmp_path
             )
