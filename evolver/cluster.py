@@ -357,7 +357,7 @@ def wait_for_workers(client: Any, wanted: str | None, timeout_s: float) -> tuple
             raise ClusterError(
                 f"no Dask worker {what} joined scheduler {address} within {timeout_s:g} s "
                 f"(workers by key: {seen}); start one with 'kernevo dask-worker --scheduler "
-                "ADDRESS --gpu I'"
+                f"{address} --gpu I'"
             )
         time.sleep(0.5)
 

@@ -181,7 +181,7 @@ def test_a_queued_job_evaluates_on_the_workers_of_its_key(tmp_path: Path) -> Non
             wait_for_workers(client, "sim-z", 0)
         assert str(no_worker.value) == (
             f"no Dask worker of GPU key sim-z joined scheduler {address} within 0 s (workers by "
-            "key: none (1), sim-a (1)); start one with 'kernevo dask-worker --scheduler ADDRESS "
+            f"key: none (1), sim-a (1)); start one with 'kernevo dask-worker --scheduler {address} "
             "--gpu I'"
         )
         job_id = _enqueue(engine, iterations=3)
