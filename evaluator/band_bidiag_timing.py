@@ -50,7 +50,7 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
-from evaluator.timing import EMPTY_KERNEL, RIVAL_PREFIX, iqr
+from evaluator.timing import EMPTY_KERNEL, RIVAL_PREFIX, iqr, rival_timings
 from seeds.band_bidiag import schedule
 from seeds.band_bidiag.inputs import BandProblem, random_band
 
@@ -261,24 +261,13 @@ def time_shape(
         plausibility_floor_us=floor_us,
         shape=shape,
     )
-    rival_timings = []
-    for name in rivals or {}:
-        interval = ratio_interval(rounds[RIVAL_PREFIX + name], rounds["cand"], seed=seed)
-        rival_timings.append(
-            RivalTiming(
-                name=name,
-                m=0,
-                n=0,
-                rival_us=median[RIVAL_PREFIX + name],
-                candidate_us=median["cand"],
-                speedup=interval.estimate,
-                speedup_low=interval.low,
-                speedup_high=interval.high,
-                noise_floor=floor,
-                faster=is_faster(interval, floor),
-                shape=shape,
-            )  # fmt: skip
-        )
+    rivals_timed = rival_timings(
+        rivals or {},
+        median,
+        lambda key: ratio_interval(rounds[key], rounds["cand"], seed=seed),
+        floor,
+        shape=shape,
+    )
     assert audit is not None  # audited < samples
     failure = audit_replay(f"graph replay {audited} of {samples}", shape, *audit, check)
     fastest = min(median["cand"], median["cand_again"])
@@ -290,7 +279,7 @@ def time_shape(
             f"empty kernel's {median['launch'] / probe_nodes:.3g} us per graph node x "
             f"{launches} launches)",
         )  # fmt: skip
-    return timing, rival_timings, failure
+    return timing, rivals_timed, failure
 
 
 def audit_replay(

@@ -44,7 +44,7 @@ from evaluator.noise import (
     ratio_interval,
 )
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
-from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout, iqr
+from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout, iqr, rival_timings
 
 # Input sets per graph: as many as fit this many bytes of A and B (the L2 of an H200 is 50 MB:
 # at solve_tri's largest timed shape, (64, 64, 8, 32), ten sets of 6 MiB reach past it, as
@@ -283,24 +283,7 @@ def time_sets(
         plausibility_floor_us=floor_us,
         shape=shape,
     )
-    rival_timings = []
-    for name in rivals or {}:
-        interval = versus(RIVAL_PREFIX + name)
-        rival_timings.append(
-            RivalTiming(
-                name=name,
-                m=0,
-                n=0,
-                rival_us=median[RIVAL_PREFIX + name],
-                candidate_us=median["cand"],
-                speedup=interval.estimate,
-                speedup_low=interval.low,
-                speedup_high=interval.high,
-                noise_floor=floor,
-                faster=is_faster(interval, floor),
-                shape=shape,
-            )  # fmt: skip
-        )
+    rivals_timed = rival_timings(rivals or {}, median, versus, floor, shape=shape)
     assert replay_audit is not None  # audited < warmup + samples
     failure = sets.audit(
         f"graph replay {audited - warmup} of {samples}", *replay_audit, audited_sets(calls)
@@ -315,4 +298,4 @@ def time_sets(
             f"{LAUNCH_FLOOR_FRACTION} x an empty kernel's {median['launch']:.3g} us per launch, "
             "measured in the same replays)",
         )  # fmt: skip
-    return timing, rival_timings, failure
+    return timing, rivals_timed, failure

@@ -175,6 +175,43 @@ def iqr(values: np.ndarray) -> float:
     return float(q75 - q25)
 
 
+def rival_timings(
+    names: Iterable[str],
+    median: Mapping[str, float],
+    versus: Callable[[str], Interval],
+    floor: float,
+    *,
+    m: int = 0,
+    n: int = 0,
+    shape: tuple[int, ...] = (),
+) -> list[RivalTiming]:
+    """One :class:`RivalTiming` per rival of ``names``, in order: its median µs per call
+    (``median[RIVAL_PREFIX + name]``) against the candidate's (``median["cand"]``), the speedup
+    interval ``versus(RIVAL_PREFIX + name)`` and whether it clears the noise ``floor``; ``m``,
+    ``n`` (trsm) or ``shape`` (every op's parameters) name the shape. Every timing module
+    reports its rivals so."""
+    timings = []
+    for name in names:
+        key = RIVAL_PREFIX + name
+        interval = versus(key)
+        timings.append(
+            RivalTiming(
+                name=name,
+                m=m,
+                n=n,
+                rival_us=median[key],
+                candidate_us=median["cand"],
+                speedup=interval.estimate,
+                speedup_low=interval.low,
+                speedup_high=interval.high,
+                noise_floor=floor,
+                faster=is_faster(interval, floor),
+                shape=shape,
+            )
+        )
+    return timings
+
+
 # The launch-floor graph's kernel: one block of one thread doing nothing, the cheapest launch.
 EMPTY_KERNEL = 'extern "C" __global__ void kernevo_empty() {}'
 
@@ -388,24 +425,7 @@ def time_shape(
         faster_than_baseline=is_faster(speedup, floor),
         plausibility_floor_us=floor_us,
     )
-    rival_timings = []
-    for name in rivals or {}:
-        key = RIVAL_PREFIX + name
-        interval = versus(key)
-        rival_timings.append(
-            RivalTiming(
-                name=name,
-                m=m,
-                n=n,
-                rival_us=median[key],
-                candidate_us=median["cand"],
-                speedup=interval.estimate,
-                speedup_low=interval.low,
-                speedup_high=interval.high,
-                noise_floor=floor,
-                faster=is_faster(interval, floor),
-            )
-        )
+    rivals_timed = rival_timings(rivals or {}, median, versus, floor, m=m, n=n)
     assert replay_audit is not None  # audited < warmup + samples
     replay_when = f"graph replay {audited - warmup} of {samples}"
     failure = audit_outputs(
@@ -416,4 +436,4 @@ def time_shape(
     )
     fastest = min(median["cand"], median["cand_again"])
     failure = failure or implausible_time((m, n), fastest, floor_us, median["launch"], calls)
-    return timing, rival_timings, failure
+    return timing, rivals_timed, failure

@@ -237,3 +237,32 @@ def test_a_solver_that_launches_nothing_is_an_implausible_time() -> None:
         baseline.close()
     assert failure is not None and failure.check == "implausible_time", failure
     assert failure.value < failure.bound and failure.shape == (16, 16)
+
+
+def test_rival_timings_report_each_rival_against_the_candidate() -> None:
+    from evaluator.noise import Interval
+    from evaluator.timing import RIVAL_PREFIX, rival_timings
+
+    median = {"cand": 2.0, RIVAL_PREFIX + "torch": 5.0, RIVAL_PREFIX + "slow": 2.1}
+    intervals = {
+        RIVAL_PREFIX + "torch": Interval(2.5, 2.4, 2.6),
+        RIVAL_PREFIX + "slow": Interval(1.05, 0.99, 1.1),
+    }
+    asked: list[str] = []
+
+    def versus(key: str) -> Interval:
+        asked.append(key)
+        return intervals[key]
+
+    by_trsm = rival_timings(["torch", "slow"], median, versus, 0.02, m=64, n=32)
+    assert asked == [RIVAL_PREFIX + "torch", RIVAL_PREFIX + "slow"]
+    assert [(t.name, t.m, t.n, t.shape) for t in by_trsm] == [
+        ("torch", 64, 32, ()), ("slow", 64, 32, ()),
+    ]  # fmt: skip
+    torch, slow = by_trsm
+    assert (torch.rival_us, torch.candidate_us, torch.speedup) == (5.0, 2.0, 2.5)
+    assert (torch.speedup_low, torch.speedup_high, torch.noise_floor) == (2.4, 2.6, 0.02)
+    assert torch.faster and not slow.faster  # 0.99 is not above 1.02
+    (by_op,) = rival_timings(["torch"], median, versus, 0.02, shape=(64, 6, 4, 2))
+    assert (by_op.m, by_op.n, by_op.shape) == (0, 0, (64, 6, 4, 2))
+    assert rival_timings([], median, versus, 0.02) == []
