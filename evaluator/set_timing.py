@@ -29,7 +29,7 @@ Runs inside the GPU worker process only (CuPy imported by the function that laun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +115,42 @@ def audited_sets(count: int) -> list[int]:
     """:data:`AUDITED_SETS` distinct set indices below ``count``, unseeded, in order."""
     picks = np.random.default_rng().choice(count, size=min(AUDITED_SETS, count), replace=False)
     return sorted(int(i) for i in picks)
+
+
+def audit_sets(
+    when: str,
+    shape: tuple[int, ...],
+    shape_text: str,
+    guards_written: str | None,
+    inputs: Iterable[tuple[str, np.ndarray, np.ndarray]],
+    sets: Iterable[int],
+    case: Callable[[int], tuple[Any, np.ndarray]],
+    check: Callable[..., CheckFailure | None],
+) -> CheckFailure | None:
+    """The first failure of one timed run's outputs, from host copies, for either batched op:
+    ``guards_written`` names the outputs whose guard bands were written (``None``: none were;
+    ``out_of_bounds_write``), each ``(name, before, after)`` of ``inputs`` must be byte-identical
+    (``input_modified``), then ``check(problem, output)`` for ``case(i)`` of every set of
+    ``sets``. ``shape_text`` (the op's parameters by name) starts each detail; failures are
+    renamed ``timed_output_<check>`` with ``when`` and the set in the detail."""
+    where, failure = when, None
+    if guards_written is not None:
+        detail = f"{shape_text}: a guard band around {guards_written} was written"
+        failure = CheckFailure("out_of_bounds_write", shape, None, None, detail)
+    for name, before, now in inputs:
+        if failure is None and before.tobytes() != now.tobytes():
+            detail = f"{shape_text}: {name} changed during the solves"
+            failure = CheckFailure("input_modified", shape, None, None, detail)
+    for i in sets if failure is None else ():
+        if failure := check(*case(i)):
+            where = f"{when}, input set {i}"
+            break
+    if failure is None:
+        return None
+    return CheckFailure(
+        "timed_output_" + failure.check, failure.shape, failure.value, failure.bound,
+        f"{where}: {failure.detail}",
+    )  # fmt: skip
 
 
 def time_sets(

@@ -138,24 +138,15 @@ def audit_outputs(
     a_layout, b_layout = layouts
     (a_in, b_in), (a_out, b_out, x_out) = inputs, after
     fresh = b_layout.allocate(np, np.dtype(np.float32))
-    where, failure = when, None
-    if b_layout.guard_bytes(x_out) != b_layout.guard_bytes(fresh):
-        detail = f"{shape_words(shape)}: a guard band around an X set was written"
-        failure = CheckFailure("out_of_bounds_write", shape, None, None, detail)
-    for name, before, now in (("A", a_in, a_out), ("B", b_in, b_out)):
-        if failure is None and before.tobytes() != now.tobytes():
-            detail = f"{shape_words(shape)}: {name} changed during the solves"
-            failure = CheckFailure("input_modified", shape, None, None, detail)
-    for i in sets if failure is None else ():
-        problem = set_problem(shape, layouts, (a_in, b_in, fresh), i, seed)
-        if failure := check(problem, set_output(b_layout, x_out, i)):
-            where = f"{when}, input set {i}"
-            break
-    if failure is None:
-        return None
-    return CheckFailure(
-        "timed_output_" + failure.check, failure.shape, failure.value, failure.bound,
-        f"{where}: {failure.detail}",
+    written = b_layout.guard_bytes(x_out) != b_layout.guard_bytes(fresh)
+    return set_timing.audit_sets(
+        when, shape, shape_words(shape), "an X set" if written else None,
+        (("A", a_in, a_out), ("B", b_in, b_out)), sets,
+        lambda i: (
+            set_problem(shape, layouts, (a_in, b_in, fresh), i, seed),
+            set_output(b_layout, x_out, i),
+        ),
+        check,
     )  # fmt: skip
 
 

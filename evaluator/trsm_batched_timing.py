@@ -62,28 +62,21 @@ def audit_outputs(
     m, n, batch = shape
     a_layout, b_layout = layouts
     (a_in, b_in), (a_out, _, x_out) = inputs, after
-    where, failure = when, None
-    if b_layout.guard_bytes(x_out) != b_layout.guard_bytes(b_layout.allocate(np, x_out.dtype)):
-        detail = f"{shape_words(shape)}: a guard band around an output set was written"
-        failure = CheckFailure("out_of_bounds_write", shape, None, None, detail)
-    if failure is None and a_in.tobytes() != a_out.tobytes():
-        detail = f"{shape_words(shape)}: A changed during the solves"
-        failure = CheckFailure("input_modified", shape, None, None, detail)
-    for i in sets if failure is None else ():
+    fresh = b_layout.allocate(np, x_out.dtype)
+    written = b_layout.guard_bytes(x_out) != b_layout.guard_bytes(fresh)
+
+    def case(i: int) -> tuple[BatchedProblem, np.ndarray]:
         problem = BatchedProblem(
             a_layout.payload(a_in)[i].reshape(batch, m, m),
             b_layout.payload(b_in)[i].reshape(batch, m, n),
             seed, i,
         )  # fmt: skip
-        start = b_layout.guard + i * b_layout.stride
-        if failure := check(problem, x_out[start - b_layout.guard : start + b_layout.stride]):
-            where = f"{when}, input set {i}"
-            break
-    if failure is None:
-        return None
-    return CheckFailure(
-        "timed_output_" + failure.check, failure.shape, failure.value, failure.bound,
-        f"{where}: {failure.detail}",
+        begin = b_layout.guard + i * b_layout.stride
+        return problem, x_out[begin - b_layout.guard : begin + b_layout.stride]
+
+    return set_timing.audit_sets(
+        when, shape, shape_words(shape), "an output set" if written else None,
+        (("A", a_in, a_out),), sets, case, check,
     )  # fmt: skip
 
 

@@ -266,3 +266,43 @@ def test_rival_timings_report_each_rival_against_the_candidate() -> None:
     (by_op,) = rival_timings(["torch"], median, versus, 0.02, shape=(64, 6, 4, 2))
     assert (by_op.m, by_op.n, by_op.shape) == (0, 0, (64, 6, 4, 2))
     assert rival_timings([], median, versus, 0.02) == []
+
+
+def test_audit_sets_reports_guards_then_inputs_then_the_first_wrong_set() -> None:
+    import numpy as np
+
+    from evaluator.report import CheckFailure
+    from evaluator.set_timing import audit_sets
+
+    shape = (4, 2, 3)
+    a = np.arange(6.0)
+    checked: list[int] = []
+
+    def check(problem: int, output: np.ndarray) -> CheckFailure | None:
+        checked.append(problem)
+        if problem == 5:
+            return CheckFailure("row_relative_error", shape, 2.0, 1.0, "m=4: batch index 1 wrong")
+        return None
+
+    def audit(guards: str | None, a_after: np.ndarray) -> CheckFailure | None:
+        checked.clear()
+        return audit_sets("replay 3 of 20", shape, "m=4", guards, (("A", a, a_after),),
+                          [1, 5, 7], lambda i: (i, a), check)  # fmt: skip
+
+    wrong = audit(None, a.copy())
+    assert checked == [1, 5]  # the first wrong set ends the audit
+    assert (wrong.check, wrong.value, wrong.bound, wrong.detail) == (
+        "timed_output_row_relative_error", 2.0, 1.0,
+        "replay 3 of 20, input set 5: m=4: batch index 1 wrong",
+    )  # fmt: skip
+    guard = audit("an X set", a.copy())
+    assert (guard.check, guard.detail) == (
+        "timed_output_out_of_bounds_write",
+        "replay 3 of 20: m=4: a guard band around an X set was written",
+    ) and checked == []
+    changed = audit(None, a + 1)
+    assert changed.check == "timed_output_input_modified"
+    assert changed.detail == "replay 3 of 20: m=4: A changed during the solves"
+    checked.clear()
+    assert audit_sets("r", shape, "m=4", None, (), [1, 7], lambda i: (i, a), check) is None
+    assert checked == [1, 7]
