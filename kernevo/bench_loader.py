@@ -301,22 +301,25 @@ def seed_solver(dtype: str) -> Any:
     return OpSolver(SeedResolver(OP, dtype, current_gpu()))  # type: ignore[arg-type]
 
 
-def make_problem(m: int, n: int, dtype: str, seed: int = 0) -> tuple[Any, Any, Any]:
+def make_problem(
+    m: int, n: int, dtype: str, seed: int = 0, batch: tuple[int, ...] = ()
+) -> tuple[Any, Any, Any]:
     """``(a, b, x)`` on the host: A = I + L (module doc), B uniform in [−1, 1] (real and
-    imaginary parts), both in ``dtype``, and X = A⁻¹B solved in float64 (complex128)."""
+    imaginary parts), both in ``dtype``, and X = A⁻¹B solved in float64 (complex128); with
+    ``batch``, that many independent problems along the leading axes (A ``(*batch, m, m)``)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     complex_ = dtype.startswith("complex")
 
-    def draw(shape: tuple[int, int], scale: float) -> Any:
+    def draw(shape: tuple[int, ...], scale: float) -> Any:
         values = rng.uniform(-scale, scale, shape)
         if complex_:
             values = values + 1j * rng.uniform(-scale, scale, shape)
         return values
 
-    a = np.eye(m) + np.tril(draw((m, m), 1e-3 / m), -1)
-    b = draw((m, n), 1.0)
+    a = np.eye(m) + np.tril(draw((*batch, m, m), 1e-3 / m), -1)
+    b = draw((*batch, m, n), 1.0)
     wide = np.complex128 if complex_ else np.float64
     a, b = a.astype(dtype), b.astype(dtype)
     x = np.linalg.solve(np.tril(a).astype(wide), b.astype(wide))

@@ -31,23 +31,6 @@ OP = "trsm_batched"
 DEFAULT_SHAPES = ("16x16x1000", "32x32x1000", "48x48x1000", "64x64x1000")
 
 
-def make_problem(m: int, n: int, batch: int, dtype: str, seed: int = 0) -> tuple[Any, Any, Any]:
-    """``(a, b, x)`` on the host: (batch, m, m), (batch, m, n) in ``dtype`` and X solved in
-    float64 (complex128)."""
-    rng = np.random.default_rng(seed)
-    complex_ = dtype.startswith("complex")
-
-    def draw(shape: tuple[int, ...], scale: float) -> Any:
-        values = rng.uniform(-scale, scale, shape)
-        return values + 1j * rng.uniform(-scale, scale, shape) if complex_ else values
-
-    a = np.eye(m) + np.tril(draw((batch, m, m), 1e-3 / m), -1)
-    b = draw((batch, m, n), 1.0)
-    wide = np.complex128 if complex_ else np.float64
-    a, b = a.astype(dtype), b.astype(dtype)
-    return a, b, np.linalg.solve(np.tril(a).astype(wide), b.astype(wide))
-
-
 def measure(dtype: str, m: int, n: int, batch: int, args: argparse.Namespace) -> list[str]:
     """The table rows of one dtype and shape."""
     import cupy
@@ -56,7 +39,7 @@ def measure(dtype: str, m: int, n: int, batch: int, args: argparse.Namespace) ->
     from kernevo.solver import OpSolver
     from seeds.cublas import VendorTrsmBatched
 
-    a_host, b_host, x_ref = make_problem(m, n, batch, dtype)
+    a_host, b_host, x_ref = bench_loader.make_problem(m, n, dtype, batch=(batch,))
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         a, b = cupy.asarray(a_host), cupy.asarray(b_host)
