@@ -8,13 +8,8 @@
 # step's `timeout`), and no step starts past DEADLINE_S (540 s) from the script's start. Writes
 # one file per step under $OUT, each ending with the step's exit status.
 set -uo pipefail
-out=${OUT:-gpu-out}; mkdir -p "$out"
-export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
-mkdir -p "$HOME"
-start=$SECONDS; deadline=${DEADLINE_S:-540}
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } >"$out/machine.txt"
-
 source scripts/gpu_steps.sh
+call_start 540
 
 pytest_gpu=(python3 -m pytest -v -p no:cacheprovider -rs -m gpu --tb=short)
 step 80 batched_tests.log "${pytest_gpu[@]}" tests/test_trsm_batched_gpu.py

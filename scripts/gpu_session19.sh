@@ -7,12 +7,8 @@
 # in one run. Steps as in gpu_session18.sh (process groups killed whole, DEADLINE_S). Four files
 # under $OUT: machine.txt, batched.md, startup.txt, z64.md (the call returns at most 8 files).
 set -uo pipefail
-out=${OUT:-gpu-out}; mkdir -p "$out"
-export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
-mkdir -p "$HOME"
-start=$SECONDS; deadline=${DEADLINE_S:-290}
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } >"$out/machine.txt"
 source scripts/gpu_steps.sh
+call_start 290
 
 for dtype in float32 float64 complex64 complex128; do
   step 35 batched.md python3 -m evaluator.bench --path trsm_small_batched --dtype "$dtype" \

@@ -12,12 +12,8 @@
 # Four files under $OUT: machine.txt, batched.md, startup.md, loader.md (a call returns at
 # most 8 files).
 set -uo pipefail
-out=${OUT:-gpu-out}; mkdir -p "$out"
-export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
-mkdir -p "$HOME"
-start=$SECONDS; deadline=${DEADLINE_S:-540}
-{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } >"$out/machine.txt"
 source scripts/gpu_steps.sh
+call_start 540
 
 pytest_gpu=(python3 -m pytest -v -p no:cacheprovider -rs -m gpu --tb=short)
 step 200 batched.md "${pytest_gpu[@]}" tests/test_trsm_batched_gpu.py

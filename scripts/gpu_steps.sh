@@ -3,7 +3,17 @@
 # (SIGTERM, SIGKILL 5 s later) at LIMIT_S or at the call's deadline, whichever comes first: a
 # `timeout CMD | tee` step can outlive its limit when CMD survives SIGTERM (a job's graceful
 # stop) or a child keeps the pipe open (RESULTS 18, call 1). No step starts within 10 s of the
-# deadline. The caller sets out, start (=$SECONDS at its start) and deadline (seconds).
+# deadline. `call_start DEFAULT_DEADLINE_S` begins a call: $out (=$OUT), a private HOME and
+# compile cache, the clock (start, deadline: $DEADLINE_S or the default) and machine.txt.
+
+call_start() {  # default deadline in seconds
+  out=${OUT:-gpu-out}; mkdir -p "$out"
+  export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
+  mkdir -p "$HOME"
+  start=$SECONDS; deadline=${DEADLINE_S:-$1}
+  { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
+    >"$out/machine.txt"
+}
 
 step() {  # limit_s, output file, command...: bounded by its limit and by the deadline
   local limit=$1 name=$2 log=$out/$2; shift 2
