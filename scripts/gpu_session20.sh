@@ -9,6 +9,8 @@
 #      stopped launching CuPy kernels (the first call was 132 ms, 126 of them after the driver
 #      build), with its GPU tests (test_loader_startup: the 50 ms bound is an xfail(strict));
 #   4. bench-loader's complex64 16x16 (2.13 us over the prepared launch in call 3).
+# The batched seed now bounds its unrolled solve by 16, 32 or 64 rows as m asks (it ran 64 at
+# every m: 0.4-0.5x cuBLAS at m = 16).
 # Four files under $OUT: machine.txt, batched.md, startup.md, loader.md (a call returns at
 # most 8 files).
 set -uo pipefail
@@ -22,6 +24,11 @@ for dtype in float32 float64 complex64 complex128; do
     --label seed
 done
 step 60 batched.md python3 scripts/bench_batched_loader.py --calls 1000
+# Byte-compiled first, as pip's install does (the wheelhouse goes in with --no-compile): RESULTS
+# 18's 608 ms of load imports included compiling them.
+step 60 startup.md python3 -m compileall -q -j 0 /tmp/site kernevo seeds
+step 20 startup.md bash -c 'python3 -X importtime -c "import kernevo.solver, kernevo.cache, \
+kernevo.client, kernevo.resolver, kernevo.settings, kernevo.trust" 2>&1 | sort -t"|" -k2 -n | tail -25'
 step 20 startup.md python3 scripts/loader_startup.py --dtype float64
 step 20 startup.md python3 scripts/loader_startup.py --dtype complex128
 step 60 startup.md "${pytest_gpu[@]}" -s tests/test_loader_startup.py tests/test_loader_gpu.py

@@ -14,7 +14,8 @@
 // block) turned for many problems at once. A block solves several matrices ("slots"); each
 // stages its A_i's lower triangle in shared memory once, with the reciprocal diagonal, and
 // every right-hand-side column is owned by TRSM_ROW_SPLIT threads that hold its rows in
-// registers (thread h of a column holds rows h*RPT .. h*RPT + RPT - 1, RPT = 64 / ROW_SPLIT).
+// registers (thread h of a column holds rows h*RPT .. h*RPT + RPT - 1; RPT = B / ROW_SPLIT for
+// the smallest B of 16, 32, 64 with m <= B, a compile-time bound chosen per launch).
 // The substitution is right-looking: at step k the owner of row k scales it by 1/a_kk (a
 // shuffle hands x_k to the column's other threads when the rows are split) and every thread
 // subtracts a_rk * x_k from its rows below k, reading a_rk from shared memory (A staged
@@ -146,6 +147,58 @@ __device__ __forceinline__ int kv_slots(int m, int n) {
   return slots > 0 ? slots : 1;
 }
 
+// One column's solve by the ROW_SPLIT threads that own it: thread h holds rows h*RPT ..
+// h*RPT + RPT - 1 in registers (RPT * ROW_SPLIT >= m), loads them from B_i, runs the unrolled
+// right-looking substitution against the staged A_i and writes X back over B_i.
+template <int RPT>
+__device__ __forceinline__ void kv_solve_columns(const scalar_t* __restrict__ sA_i,
+                                                 const scalar_t* __restrict__ sInv_i,
+                                                 scalar_t* __restrict__ B_i, int m, int n,
+                                                 int col, int h, int tid, bool stores) {
+  scalar_t b[RPT];  // b[j] is row j + RPT * h
+#pragma unroll
+  for (int j = 0; j < RPT; ++j) {
+    const int r = j + RPT * h;
+    b[j] = (stores && r < m) ? B_i[(long long)r * n + col] : kv_zero();
+  }
+
+#if KV_ROW_SPLIT > 1
+  const int group_lane = (tid & (KV_WARP - 1)) & ~(KV_ROW_SPLIT - 1);
+#endif
+#pragma unroll
+  for (int k = 0; k < RPT * KV_ROW_SPLIT; ++k) {
+    if (k >= m) break;  // the same for every thread: no shuffle is left half-done
+    const int hk = k / RPT;
+    const int jk = k - hk * RPT;
+#if TRSM_INV_DIAG
+    scalar_t x = kv_mul(b[jk], sInv_i[k]);
+#else
+    scalar_t x = kv_div(b[jk], sInv_i[k]);
+#endif
+#if KV_ROW_SPLIT > 1
+    x = kv_shfl(x, group_lane | hk);  // x_k from the thread holding row k
+#endif
+    if (h == hk) b[jk] = x;
+    const scalar_t* column = sA_i + k * m + RPT * h;  // a_rk for r = j + RPT * h at [j]
+    // Only rows below k: a solved row is final, and 0 * x would turn it into NaN wherever x is
+    // not finite.
+#pragma unroll
+    for (int j = 0; j < RPT; ++j) {
+      const int r = j + RPT * h;
+      if (r > k && r < m) b[j] = kv_fms(b[j], column[j], x);
+    }
+  }
+
+  // The store addresses anew: without this opaque step the compiler keeps the load's 64
+  // addresses alive through the whole solve (two registers each, spilled).
+  scalar_t* out = B_i + (long long)(RPT * h) * n + col;
+  asm volatile("" : "+l"(out));
+#pragma unroll
+  for (int j = 0; j < RPT; ++j) {
+    if (stores && j + RPT * h < m) out[(long long)j * n] = b[j];
+  }
+}
+
 extern "C" __global__ void kernevo_launch_config(int m, int n, int batch, int* cfg) {
   const int slots = kv_slots(m, n);
   const int threads = slots * n * KV_ROW_SPLIT;
@@ -205,52 +258,19 @@ trsm_small_batched_kernel(const scalar_t* __restrict__ A, scalar_t* __restrict__
   }
   __syncthreads();
 
-  // This thread's rows of its column: b[j] is row j + RPT * h.
+  // Rows per thread as a compile-time bound fitted to m: the unrolled steps and row updates run
+  // over RPT * ROW_SPLIT >= m rows, not 64 (at m = 16 the 64-row solve predicated off three
+  // quarters of every step's updates and ran 0.4-0.5x cuBLAS, RESULTS section 18).
   scalar_t* B_i = B + (active ? i : 0) * (long long)m * n;
   const bool stores = active && col < n;
-  scalar_t b[KV_RPT];
-#pragma unroll
-  for (int j = 0; j < KV_RPT; ++j) {
-    const int r = j + KV_RPT * h;
-    b[j] = (stores && r < m) ? B_i[(long long)r * n + col] : kv_zero();
-  }
-
   const scalar_t* sA_i = sA + slot * mm;
   const scalar_t* sInv_i = sInv + slot * m;
-#if KV_ROW_SPLIT > 1
-  const int group_lane = (tid & (KV_WARP - 1)) & ~(KV_ROW_SPLIT - 1);
-#endif
-#pragma unroll
-  for (int k = 0; k < KV_MAX_M; ++k) {
-    if (k >= m) break;  // the same for every thread: no shuffle is left half-done
-    const int hk = k / KV_RPT;
-    const int jk = k - hk * KV_RPT;
-#if TRSM_INV_DIAG
-    scalar_t x = kv_mul(b[jk], sInv_i[k]);
-#else
-    scalar_t x = kv_div(b[jk], sInv_i[k]);
-#endif
-#if KV_ROW_SPLIT > 1
-    x = kv_shfl(x, group_lane | hk);  // x_k from the thread holding row k
-#endif
-    if (h == hk) b[jk] = x;
-    const scalar_t* column = sA_i + k * m + KV_RPT * h;  // a_rk for r = j + RPT * h at [j]
-    // Only rows below k: a solved row is final, and 0 * x would turn it into NaN wherever x is
-    // not finite.
-#pragma unroll
-    for (int j = 0; j < KV_RPT; ++j) {
-      const int r = j + KV_RPT * h;
-      if (r > k && r < m) b[j] = kv_fms(b[j], column[j], x);
-    }
-  }
-
-  // The store addresses anew: without this opaque step the compiler keeps the load's 64
-  // addresses alive through the whole solve (two registers each, spilled).
-  scalar_t* out = B_i + (long long)(KV_RPT * h) * n + col;
-  asm volatile("" : "+l"(out));
-#pragma unroll
-  for (int j = 0; j < KV_RPT; ++j) {
-    if (stores && j + KV_RPT * h < m) out[(long long)j * n] = b[j];
+  if (m <= 16) {
+    kv_solve_columns<16 / KV_ROW_SPLIT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
+  } else if (m <= 32) {
+    kv_solve_columns<32 / KV_ROW_SPLIT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
+  } else {
+    kv_solve_columns<KV_RPT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
   }
 }
 // EVOLVE-BLOCK-END
