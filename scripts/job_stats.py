@@ -4,7 +4,9 @@
 
 Prints, per job: programs recorded, how many passed, failures by kind, candidates per minute
 (programs / wall time between the first and last program), the mean time per candidate spent in
-compile, verification and timing (from each evaluation's report), and the best score.
+compile, verification and timing (from each evaluation's report), the best score, and per timed
+shape the seed's (iteration 0) and the best program's device µs against the baseline's, timed in
+the same evaluation (graph-replayed medians from the reports).
 """
 
 from __future__ import annotations
@@ -50,6 +52,48 @@ def main(url: str, job_ids: list[int]) -> None:
             split = ", ".join(f"{k} {v / n_eval * 1e3:.0f} ms" for k, v in sorted(phases.items()))
             print(f"  mean per candidate: {split}")
             print(f"  best score {job.best_score}, best speedup {job.best_speedup}")
+            for label, program in (("seed", _seed(programs)), ("best", _best(programs))):
+                if program is not None:
+                    print(f"  {label} program {program.id} (iteration {program.iteration}):")
+                    for row in _timing_rows(program):
+                        print(f"    {row}")
+
+
+def _scored(program: Program) -> float | None:
+    """The program's combined_score from its latest evaluation with one, else None."""
+    for evaluation in sorted(program.evaluations, key=lambda e: e.id, reverse=True):
+        score = (evaluation.report or {}).get("combined_score")
+        if score is not None:
+            return float(score)
+    return None
+
+
+def _seed(programs: list[Program]) -> Program | None:
+    seeds = [p for p in programs if p.parent_id is None]
+    return min(seeds, key=lambda p: p.id) if seeds else None
+
+
+def _best(programs: list[Program]) -> Program | None:
+    scored = [(score, p.id, p) for p in programs if (score := _scored(p)) is not None]
+    return max(scored)[2] if scored else None
+
+
+def _timing_rows(program: Program) -> list[str]:
+    """One line per timed shape of the program's latest timed evaluation: kernel µs, baseline
+    µs (same evaluation) and their ratio."""
+    for evaluation in sorted(program.evaluations, key=lambda e: e.id, reverse=True):
+        timings = (evaluation.report or {}).get("timings") or []
+        if timings:
+            rows = []
+            for t in timings:
+                shape = tuple(t.get("shape") or (t["m"], t["n"]))
+                kernel, baseline = t["candidate_us"], t["baseline_us"]
+                rows.append(
+                    f"{'x'.join(map(str, shape))}: {kernel:.2f} us vs baseline {baseline:.2f} us"
+                    f" ({baseline / kernel:.2f}x)"
+                )
+            return rows
+    return ["no timed evaluation"]
 
 
 if __name__ == "__main__":
