@@ -14,15 +14,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernevo.decision import Decision
     from kernevo.device import NoGpuError
-    from kernevo.resolver import Decision
     from kernevo.solver import OpSolver, TrsmSolver, load
 
 __all__ = ["Decision", "NoGpuError", "OpSolver", "TrsmSolver", "load"]
 
 # Public name → the module that defines it.
 _HOMES = {
-    "Decision": "kernevo.resolver",
+    "Decision": "kernevo.decision",
     "NoGpuError": "kernevo.device",
     "OpSolver": "kernevo.solver",
     "TrsmSolver": "kernevo.solver",

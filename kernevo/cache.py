@@ -6,6 +6,9 @@ Layout under the cache root, one folder per (GPU key, path, dtype)::
     <root>/<gpu>/<path>/<dtype>/<cubin_sha256>.cubin  the verified cubin, named by its hash
     <root>/<gpu>/<path>/<dtype>/<shape_bucket>.absent empty: the service had no champion (404)
 
+(and ``<root>/warm-start/``, the loader's warm-start memo, :mod:`kernevo.warm_start`, which
+records which of these files a decision read; :meth:`ChampionCache.stored_keys` never sees it).
+
 The ``.absent`` marker is a negative entry (DNS's negative caching, RFC 2308): its modification
 time says when the service last answered "no champion" for the key, so that a loader starting
 within ``KERNEVO_CACHE_MAX_AGE_S`` of that answer does not ask again (:mod:`kernevo.resolver`).

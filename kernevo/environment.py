@@ -149,6 +149,15 @@ CATALOGUE: tuple[Variable, ...] = (
         "true or false",
     ),
     _v(
+        "WARM_START",
+        "kernevo/warm_start.py",
+        "`0`: the loader neither reads nor writes its warm-start memo (decisions an earlier "
+        "process made the full way, replayed without re-running the trust checks while their "
+        "inputs are unchanged)",
+        "true",
+        "true or false (1 or 0)",
+    ),
+    _v(
         "LLM_BASE_URL",
         _EVOLVER,
         "OpenAI-compatible endpoint, e.g. http://localhost:11434/v1",

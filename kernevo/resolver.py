@@ -50,6 +50,10 @@ of questions for a shape, each answered once and remembered:
 Whatever the service sends or the disk cache holds, a decision comes back within the fetch
 timeout (``KERNEVO_REQUEST_TIMEOUT_S``) and never an exception: every fault of the data is a
 reason in the decision (see :mod:`kernevo.client`, :mod:`kernevo.cache`).
+
+Given a warm-start memo (:mod:`kernevo.warm_start`, which :func:`kernevo.load` passes), each new
+decision that rests on the disk cache alone (no service answer the disk cache did not keep) is
+recorded there with the disk-cache files it read, for the next process to replay.
 """
 
 from __future__ import annotations
@@ -57,17 +61,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kernevo.cache import CacheLookup, ChampionCache
 from kernevo.certificate import Certificate, certified_metrics, compare_toolkit
 from kernevo.client import ChampionKernel, ChampionKey, FetchOutcome
+from kernevo.decision import Compared, Decision, Route, pinned_to_fallback
 from kernevo.device import GpuInfo
 from kernevo.kernel import refused_option
 from kernevo.paths import ops, registry
 from kernevo.text import printable
 from kernevo.trust import Refusal, TrustPolicy
+from kernevo.warm_start import CacheFile, WarmStart
 
 log = logging.getLogger("kernevo")
 
@@ -75,99 +81,19 @@ Fetcher = Callable[..., FetchOutcome]
 """``fetch(key, *shape)``: fetches the champion for a key, given the problem shape that asked
 for it (trsm: ``fetch(key, m, n)``)."""
 
-Route = str
-"""``"kernel"`` or the op's fallback route (``seeds.ops.OpSpec.fallback_route``: ``"cublas"``
-for trsm and solve_tri, ``"lapack"`` for band_bidiag)."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Where the problem of ``shape`` (the op's parameters in order; trsm: (m, n)) goes and
-    why.
-
-    ``route`` is ``"kernel"`` (the champion's cubin through the path driver) or the op's
-    fallback route: ``"cublas"`` (trsm: cuBLAS ?trsm; solve_tri: its batched TRSM) or
-    ``"lapack"`` (band_bidiag: LAPACK ?gbbrd on the host CPU); ``fallback`` says that library
-    in words (``seeds.ops.OpSpec.fallback_library``). The reasons below say "cuBLAS" for it.
-    ``reason`` is one line, e.g. ``"champion program 17 from service"``,
-    ``"champion program 17 from disk cache (written 12 s ago, within
-    KERNEVO_CACHE_MAX_AGE_S=3600; service not asked)"``,
-    ``"champion program 17 from disk cache (service unreachable: ConnectError: ...)"``,
-    ``"no champion on service 40 s ago (remembered by the disk cache, within
-    KERNEVO_CACHE_MAX_AGE_S=3600; service not asked); disk cache: no entry"``,
-    ``"outside envelope m <= 48, n <= 64 of champion program 17 (m=50, n=8)"``,
-    ``"no path serves m=100 n=100"``, ``"kernel error: RuntimeError: ..."``,
-    ``"refused champion program 17 from service: unsigned; disk cache: no entry"``,
-    ``"champion program 17 from service; served not re-verified on this toolkit: NVIDIA driver
-    575.57.08 here, verified under 580.95.05"``, ``"champion program 17 not re-verified on this
-    toolkit: ... (KERNEVO_REQUIRE_SAME_TOOLKIT)"`` (cuBLAS),
-    ``"loader error: <exception>"`` (a fault the loader did not foresee; logged as a warning).
-    When several paths serve (m, n) the chosen path's reason is followed by the comparison,
-    ``"…; fastest of 2 paths by time_at_shape: trsm_small/m64n64 program 17 score 1.5 3.2 us
-    at the shape; trsm_small_z64/m64eq_n64 program 18 score 2 2.9 us at the shape (chosen)"``,
-    and when none can run, ``"no serving path's champion can run: trsm_small/m64n64: <its
-    reason>; …"`` (cuBLAS; ``path`` and ``shape_bucket`` then ``None``).
-    ``champion`` is the kernel to launch (set when ``route == "kernel"``, and when a champion
-    exists but does not cover the shape). ``refusals`` are the champions refused on the way,
-    in the order they were met (a fresh disk-cache entry, the service, then the disk cache;
-    one entry is judged once), each naming its failed check (``Refusal.check``) and
-    where the champion came from (``Refusal.source``), for every serving path. ``compared``
-    lists the serving paths in registry order, each as it was judged for this shape.
-    """
-
-    shape: tuple[int, ...]
-    route: Route
-    reason: str
-    path: str | None = None
-    shape_bucket: str | None = None
-    champion: ChampionKernel | None = field(default=None, repr=False)
-    refusals: tuple[Refusal, ...] = ()
-    compared: tuple[Compared, ...] = ()
-    fallback: str = ""
-
-    def __post_init__(self) -> None:
-        # A reason quotes the service (digests, key ids, versions): whatever a hostile or broken
-        # service sends, the line explain() prints and the log records stays one printable line.
-        object.__setattr__(self, "reason", printable(self.reason, limit=len(self.reason)))
-
-
-@dataclass(frozen=True)
-class Compared:
-    """One path serving a shape, as the resolver judged it: ``route`` is ``"kernel"`` when its
-    champion could run the shape, with ``reason`` its own decision's; ``program_id``,
-    ``combined_score`` and ``time_us`` (µs per call recorded at the shape) are what its
-    champion recorded (``seeds.registry.measured``; ``None``: no champion, or not recorded);
-    ``chosen`` marks the path that runs."""
-
-    path: str
-    shape_bucket: str
-    route: Route
-    reason: str
-    program_id: int | None = None
-    combined_score: float | None = None
-    time_us: float | None = None
-    chosen: bool = False
-
-    def summary(self) -> str:
-        """One clause for a decision's reason: ``trsm_small/m64n64 program 17 score 1.5 3.2 us
-        at the shape (chosen)``, or ``trsm_small/m64n64: <why it cannot run>``."""
-        name = f"{self.path}/{self.shape_bucket}"
-        if self.route != "kernel":
-            return f"{name}: {self.reason}"
-        score = "not recorded" if self.combined_score is None else f"{self.combined_score:.3g}"
-        text = f"{name} program {self.program_id} score {score}"
-        if self.time_us is not None:
-            text += f" {self.time_us:.3g} us at the shape"
-        return text + (" (chosen)" if self.chosen else "")
+__all__ = ["Compared", "Decision", "Fetcher", "Resolver", "Route"]
 
 
 @dataclass(frozen=True)
 class _Acquired:
-    """The champion found for one (path, bucket), or ``None``, with where it came from."""
+    """The champion found for one (path, bucket), or ``None``, with where it came from, and
+    the disk-cache files that answer rests on (each as it was before it was read), or ``None``
+    when it rests on the service too (an answer the disk cache did not keep) or on a fault."""
 
     champion: ChampionKernel | None
     reason: str
     refusals: tuple[Refusal, ...] = ()
+    files: tuple[CacheFile, ...] | None = None
 
 
 class Resolver:
@@ -187,6 +113,9 @@ class Resolver:
             less than this long ago is not asked again (module doc, questions 2a and 2b;
             ``KERNEVO_CACHE_MAX_AGE_S``, which :func:`kernevo.load` passes); the default ``0``
             asks the service first, always.
+        warm_start: the warm-start memo to record each decision in that the next process may
+            replay (:meth:`kernevo.warm_start.WarmStart.record`: one resting on the disk cache
+            alone); ``None`` (the default) records nothing.
     """
 
     def __init__(
@@ -199,6 +128,7 @@ class Resolver:
         cache: ChampionCache | None,
         trust: TrustPolicy,
         cache_max_age_s: float = 0.0,
+        warm_start: WarmStart | None = None,
     ) -> None:
         self.op = op
         self.op_spec = ops.get_op(op)
@@ -208,6 +138,7 @@ class Resolver:
         self._cache = cache
         self._trust = trust
         self._cache_max_age_s = cache_max_age_s
+        self._warm_start = warm_start
         self._lock = threading.Lock()
         self._decisions: dict[tuple[int, ...], Decision] = {}
         self._acquired: dict[tuple[str, str], _Acquired] = {}
@@ -230,21 +161,38 @@ class Resolver:
             if decision is None:
                 decision = self._decide(shape)
                 self._decisions[shape] = decision
+                if self._warm_start is not None:
+                    self._record(shape, decision)
             return decision
+
+    def _record(self, shape: tuple[int, ...], decision: Decision) -> None:
+        """Record ``decision`` in the warm-start memo when every serving path's answer rests on
+        the disk cache alone (:attr:`_Acquired.files`), with those files and, for a kernel,
+        its cubin file; the memo leaves out a kernel it would recompile."""
+        assert self._warm_start is not None
+        files: list[CacheFile] = []
+        for served in registry.route(self.op, self.dtype, *shape):
+            acquired = self._acquired.get((served.path_id, served.shape_bucket))
+            if acquired is None or acquired.files is None:
+                return
+            files.extend(acquired.files)
+        cubin_file = None
+        champion = decision.champion
+        if decision.route == "kernel" and champion is not None and self._cache is not None:
+            key = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
+            cubin_file = self._cache.folder(key) / f"{champion.cubin_sha256}.cubin"
+        self._warm_start.record(shape, decision, tuple(files), cubin_file)
 
     def mark_failed(self, shape: tuple[int, ...], error: BaseException) -> Decision:
         """Pin ``shape`` to the fallback after the kernel raised ``error``; returns the new
         decision."""
         with self._lock:
-            old = self._decisions.get(shape)
-            decision = self._decision(
+            decision = pinned_to_fallback(
                 shape,
+                self._decisions.get(shape),
+                error,
                 self._fallback,
-                f"kernel error: {type(error).__name__}: {error}",
-                path=old.path if old else None,
-                shape_bucket=old.shape_bucket if old else None,
-                champion=old.champion if old else None,
-                compared=old.compared if old else (),
+                self.op_spec.fallback_library,
             )
             self._decisions[shape] = decision
             return decision
@@ -341,11 +289,16 @@ class Resolver:
         """The champion for ``key`` (module doc, question 2): a fresh disk-cache entry's if it
         is admitted, else the service's if it is admitted (the service not asked within
         ``cache_max_age_s`` of a 404 remembered in the disk cache; a new 404 is remembered),
-        else the disk cache's if it is admitted; with every refusal on the way."""
+        else the disk cache's if it is admitted; with every refusal on the way, and the
+        disk-cache files the answer rests on (:class:`_Acquired`)."""
         refusals: list[Refusal] = []
+        # Each disk-cache file looked at, as it was before it was read: the warm-start memo
+        # replays this answer only while they are so (kernevo.warm_start).
+        seen: list[CacheFile] = []
         early = None
         age = self._fresh_age(key)
         if age is not None:
+            seen.append(self._observe(key, fresh=True))
             early = self._read_cache(key)
             lookup, refusal = early
             if lookup.champion is not None and refusal is None:
@@ -353,11 +306,15 @@ class Resolver:
                     f"{lookup.detail} (written {age:.0f} s ago, within "
                     f"KERNEVO_CACHE_MAX_AGE_S={self._cache_max_age_s:g}; service not asked)"
                 )
-                return _Acquired(lookup.champion, reason)
+                return _Acquired(lookup.champion, reason, files=tuple(seen))
             if refusal is not None:
                 refusals.append(refusal)
+        # Whether the answer rests on the disk cache alone: the service's counts only once the
+        # disk cache keeps it (a champion stored, a 404 remembered), as the next process reads.
+        kept = True
         absent = self._fresh_age(key, absent=True)
         if absent is not None:
+            seen.append(self._observe(key, absent=True, fresh=True))
             service_reason = (
                 f"no champion on service {absent:.0f} s ago (remembered by the disk cache, "
                 f"within KERNEVO_CACHE_MAX_AGE_S={self._cache_max_age_s:g}; service not asked)"
@@ -365,13 +322,15 @@ class Resolver:
         else:
             outcome = self._fetch(key, *shape)
             service_reason = outcome.detail
-            if outcome.status == "not_found":
-                self._remember_absent(key)
+            kept = outcome.status == "not_found" and self._remember_absent(key)
+            if kept:
+                seen.append(self._observe(key, absent=True, fresh=True))
             if outcome.champion is not None:
                 refusal = self._admit(outcome.champion, "service")
                 if refusal is None:
-                    self._store(outcome.champion)
-                    return _Acquired(outcome.champion, outcome.detail, tuple(refusals))
+                    stored = self._store(outcome.champion)
+                    files = (self._observe(key, fresh=True),) if stored else None
+                    return _Acquired(outcome.champion, outcome.detail, tuple(refusals), files)
                 refusals.append(refusal)
                 service_reason = (
                     f"refused champion program {outcome.champion.program_id} from service: "
@@ -380,9 +339,12 @@ class Resolver:
         if self._cache is None:
             return _Acquired(None, service_reason, tuple(refusals))
         # The entry read before asking is not read and judged again.
+        if early is None:
+            seen.append(self._observe(key, fresh=False))
         lookup, refusal = early if early is not None else self._read_cache(key)
+        files = tuple(seen) if kept else None
         if lookup.champion is None:
-            return _Acquired(None, f"{service_reason}; {lookup.detail}", tuple(refusals))
+            return _Acquired(None, f"{service_reason}; {lookup.detail}", tuple(refusals), files)
         if refusal is not None:
             if early is None:
                 refusals.append(refusal)
@@ -390,8 +352,16 @@ class Resolver:
                 f"{service_reason}; disk cache: refused champion program "
                 f"{lookup.champion.program_id}: {refusal.detail}"
             )
-            return _Acquired(None, reason, tuple(refusals))
-        return _Acquired(lookup.champion, f"{lookup.detail} ({service_reason})", tuple(refusals))
+            return _Acquired(None, reason, tuple(refusals), files)
+        reason = f"{lookup.detail} ({service_reason})"
+        return _Acquired(lookup.champion, reason, tuple(refusals), files)
+
+    def _observe(self, key: ChampionKey, *, fresh: bool, absent: bool = False) -> CacheFile:
+        """``key``'s disk-cache entry (``absent``: its negative entry) as it is now, ``fresh``
+        when the answer used it as younger than ``cache_max_age_s``."""
+        assert self._cache is not None
+        path = self._cache.absent_file(key) if absent else self._cache.entry_file(key)
+        return CacheFile.observe(self._cache.root, path, fresh=fresh)
 
     def _fresh_age(self, key: ChampionKey, *, absent: bool = False) -> float | None:
         """Seconds since ``key``'s disk-cache entry (``absent``: its negative entry, question
@@ -427,26 +397,30 @@ class Resolver:
         # The detail may quote the champion (its key id): one printable line of bounded length.
         return replace(refusal, detail=printable(refusal.detail, 300), source=source)
 
-    def _remember_absent(self, key: ChampionKey) -> None:
-        """Record the service's "no champion" for ``key`` in the disk cache (question 2b); a
-        cache that cannot be written is only a warning (the service is asked again next time).
-        """
+    def _remember_absent(self, key: ChampionKey) -> bool:
+        """Record the service's "no champion" for ``key`` in the disk cache (question 2b);
+        whether it was. A cache that cannot be written is only a warning (the service is asked
+        again next time)."""
         if self._cache is None:
-            return
+            return False
         try:
             self._cache.remember_absent(key)
         except OSError as error:
             log.warning("kernevo: could not write the disk cache: %s", error)
+            return False
+        return True
 
-    def _store(self, champion: ChampionKernel) -> None:
-        """Write an admitted champion to the disk cache; a cache that cannot be written is
-        only a warning (the loader still works, just not offline)."""
+    def _store(self, champion: ChampionKernel) -> bool:
+        """Write an admitted champion to the disk cache; whether it was. A cache that cannot
+        be written is only a warning (the loader still works, just not offline)."""
         if self._cache is None:
-            return
+            return False
         try:
             self._cache.store(champion)
         except OSError as error:
             log.warning("kernevo: could not write the disk cache: %s", error)
+            return False
+        return True
 
 
 def _compared(served: Any, decision: Decision, measured: Any, *, chosen: bool) -> Compared:

@@ -33,6 +33,16 @@ class LoaderSettings(BaseSettings):
     differs from this device's or is unknown; default false). Unknown keyword arguments are
     refused (``extra="forbid"``).
 
+    ``KERNEVO_WARM_START`` is not a field: :mod:`kernevo.warm_start` reads it raw, before this
+    class is built (its point is that a warm start builds none). Unset or true, ``kernevo.load``
+    replays the decisions an earlier process made the full way, from the warm-start memo beside
+    the disk cache, while the ``KERNEVO_*`` variables, the trust inputs, the GPU, the loader's
+    code and the disk-cache files they read are unchanged; ``0`` (``false``, ``no``, ``off``)
+    turns the memo off: nothing read, nothing written. The warm start reads ``KERNEVO_CACHE_DIR``,
+    ``KERNEVO_KEY_DIR``, ``KERNEVO_TRUSTED_KEYS``, ``KERNEVO_LOCK_FILE`` and
+    ``KERNEVO_CACHE_MAX_AGE_S`` raw too, and writes a memo only when it read them as this class
+    does (``WarmStart.agrees_with``).
+
     Every ``KERNEVO_*`` variable of the environment is checked against the catalogue
     (``kernevo.environment``) when settings are built: an unknown or empty one is logged once as
     a warning on the ``"kernevo"`` logger (the loader runs inside someone's application, so it

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernevo import launch as launches
-from kernevo.device import GpuInfo, current_gpu
+from kernevo.decision import Decision, pinned_to_fallback
+from kernevo.device import GpuInfo, NoGpuError, current_gpu
 from kernevo.graphs import CaptureError, stream_is_capturing
 from kernevo.kernel import (
     CompileFn,
@@ -25,6 +26,7 @@ from kernevo.kernel import (
 )
 from kernevo.paths import ops
 from kernevo.paths import spec as path_spec
+from kernevo.warm_start import WarmStart
 
 if TYPE_CHECKING:
     # Imported by load() when it runs: they bring pydantic (and the fetch, httpx), which `from
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
     # only types).
     from kernevo.client import ChampionKernel
     from kernevo.graphs import SolveGraph
-    from kernevo.resolver import Decision, Resolver
+    from kernevo.resolver import Resolver
+    from kernevo.warm_start import MemoKernel
 
 log = logging.getLogger("kernevo")
 
@@ -126,7 +129,8 @@ class OpSolver:
     query the launch geometry (a device-to-host copy) there.
 
     Args:
-        resolver: routes shapes for one (op, dtype, GPU) (see :class:`kernevo.resolver.Resolver`).
+        resolver: routes shapes for one (op, dtype, GPU) (see :class:`kernevo.resolver.Resolver`;
+            :func:`load` gives a :class:`WarmResolver` when the warm-start memo holds decisions).
         driver_factory: ``(path_id, cubin, dtype) -> driver``; tests inject fakes.
         fallback: the library path with the op's signature (default the op's
             ``OpCall.fallback``: cuBLAS through CuPy, or LAPACK on the host).
@@ -141,7 +145,7 @@ class OpSolver:
 
     def __init__(
         self,
-        resolver: Resolver,
+        resolver: Resolver | WarmResolver,
         *,
         driver_factory: DriverFactory = path_driver,
         fallback: Fallback | None = None,
@@ -315,7 +319,10 @@ class OpSolver:
         )
 
     def _run_kernel(
-        self, champion: ChampionKernel, operands: tuple[Any, ...], shape: tuple[int, ...]
+        self,
+        champion: ChampionKernel | MemoKernel,
+        operands: tuple[Any, ...],
+        shape: tuple[int, ...],
     ) -> tuple[bool, Any]:
         """Launch the champion: ``(True, result)``, or ``(False, None)`` (and the shape pinned
         to the fallback) if anything raised."""
@@ -345,7 +352,7 @@ class OpSolver:
             decision.fallback,
         )
 
-    def _driver(self, champion: ChampionKernel) -> KernelDriver:
+    def _driver(self, champion: ChampionKernel | MemoKernel) -> KernelDriver:
         """The driver of ``champion``, built once; a build failure is remembered and re-raised."""
         with self._lock:
             driver = self._drivers.get(champion.cubin_sha256)
@@ -363,6 +370,93 @@ class OpSolver:
         if isinstance(driver, Exception):
             raise driver
         return driver
+
+
+class WarmResolver:
+    """The resolver of a solver :func:`load` started from the warm-start memo
+    (:mod:`kernevo.warm_start`): a shape the memo holds, while its decision still holds, is
+    routed as the memo says (no settings parsed, no trust check run, nothing of pydantic,
+    cryptography or httpx imported); any other shape by the full :class:`kernevo.resolver.Resolver`,
+    built by ``full()`` on the first such shape (which records its decisions in the memo).
+    Decisions are kept per shape, as the full resolver keeps its own; safe to share between
+    threads.
+
+    Args:
+        op, dtype: the problem (:func:`check_problem` passed).
+        gpu: the device served (:func:`kernevo.device.current_gpu`).
+        memo: the memo read by :meth:`kernevo.warm_start.WarmStart.open`.
+        full: builds the full resolver (:func:`load`'s own way; settings, trust policy, fetcher).
+    """
+
+    def __init__(
+        self, op: str, dtype: str, gpu: GpuInfo, memo: WarmStart, full: Callable[[], Resolver]
+    ) -> None:
+        self.op = op
+        self.dtype = dtype
+        self.gpu = gpu
+        self._spec = ops.get_op(op)
+        self._memo = memo
+        self._build_full = full
+        self._full: Resolver | None = None
+        self._lock = threading.Lock()
+        self._decisions: dict[tuple[int, ...], Decision] = {}
+        self._memoed: set[tuple[int, ...]] = set()
+
+    def resolve(self, *shape: int) -> Decision:
+        """The decision for ``shape`` (as :meth:`kernevo.resolver.Resolver.resolve`): the memo's
+        (its reason says so) or the full resolver's.
+
+        Raises:
+            seeds.ops.ShapeError: ``shape`` has not one value per parameter of the op (the full
+                resolver's check: no memo holds such a shape).
+        """
+        with self._lock:
+            decision = self._decisions.get(shape)
+            if decision is None:
+                decision = self._memo.decision(shape)
+                if decision is not None:
+                    self._memoed.add(shape)
+                else:
+                    decision = self._decide_fully(shape)
+                self._decisions[shape] = decision
+            return decision
+
+    def mark_failed(self, shape: tuple[int, ...], error: BaseException) -> Decision:
+        """Pin ``shape`` to the fallback after the kernel raised ``error`` (as
+        :meth:`kernevo.resolver.Resolver.mark_failed`); returns the new decision. The memo keeps
+        its decision: a kernel that fails here is tried again by the next process, as after a
+        full decision."""
+        with self._lock:
+            if shape in self._memoed or self._full is None:
+                decision = pinned_to_fallback(
+                    shape,
+                    self._decisions.get(shape),
+                    error,
+                    self._spec.fallback_route,
+                    self._spec.fallback_library,
+                )
+            else:
+                decision = self._full.mark_failed(shape, error)
+            self._decisions[shape] = decision
+            return decision
+
+    def _decide_fully(self, shape: tuple[int, ...]) -> Decision:
+        """The full resolver's decision, the resolver built first if need be. Its settings
+        parsed when the memo was written, so building it fails only when its inputs changed
+        since :func:`load` (a key file removed meanwhile): then the fallback, with the reason
+        ``loader error: …`` and a warning, as the full resolver answers a fault of its own."""
+        if self._full is None:
+            try:
+                self._full = self._build_full()
+            except Exception as error:
+                log.warning("kernevo: could not build the loader's resolver", exc_info=True)
+                return Decision(
+                    shape,
+                    self._spec.fallback_route,
+                    f"loader error: {type(error).__name__}: {error}",
+                    fallback=self._spec.fallback_library,
+                )
+        return self._full.resolve(*shape)
 
 
 TrsmSolver = OpSolver
@@ -410,6 +504,16 @@ def load(
     written less than ``cache_max_age_s`` seconds ago (then the service is not asked, and the
     HTTP client is never imported), else from the service (:class:`kernevo.resolver.Resolver`).
 
+    Warm start (:mod:`kernevo.warm_start`): when a process has decided a shape the full way
+    and the decision rests on the disk cache alone, it is recorded in a memo beside the disk
+    cache, MAC'd with a secret of the key folder and bound to a fingerprint of the
+    ``KERNEVO_*`` variables, these arguments, the trust inputs (key and lock files), the GPU
+    and the loader's code. A later ``load`` whose fingerprint matches routes those shapes from
+    the memo (:class:`WarmResolver`), launching the memo'd cubin after checking its sha256 and
+    that the disk-cache files the decision read are unchanged and fresh: no settings parsed, no
+    trust check run, and pydantic, cryptography and httpx never imported; any other shape is
+    decided the full way. ``KERNEVO_WARM_START=0`` turns it off.
+
     Raises:
         ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
             file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line);
@@ -420,33 +524,65 @@ def load(
         kernevo.device.NoGpuError: no usable CUDA device (one line: no NVIDIA driver, a driver
             too old, or no device).
     """
+    check_problem(op, dtype)
+    call = ops.get_op(op).call()  # its constructor checks what its fallback needs
+    arguments: dict[str, Any] = {}
+    if api_url is not None:
+        arguments["api_url"] = api_url
+    if cache_dir is not None:
+        arguments["cache_dir"] = Path(cache_dir)
+    if trusted_keys is not None:
+        arguments["trusted_keys"] = tuple(trusted_keys)
+    if key_dir is not None:
+        arguments["key_dir"] = Path(key_dir)
+    if lock_file is not None:
+        arguments["lock_file"] = Path(lock_file)
+    if cache_max_age_s is not None:
+        arguments["cache_max_age_s"] = cache_max_age_s
+    try:
+        gpu: GpuInfo | None = current_gpu()
+    except NoGpuError:
+        gpu = None  # the full path raises it again, after its settings' errors as before
+    memo = WarmStart.open(op, dtype, gpu, arguments) if gpu is not None else None
+    resolver: Resolver | WarmResolver
+    if memo is not None and memo.holds_decisions():
+        assert gpu is not None
+        full = functools.partial(_full_resolver, op, dtype, arguments, gpu, memo)
+        resolver = WarmResolver(op, dtype, gpu, memo, full)
+    else:
+        resolver = _full_resolver(op, dtype, arguments, gpu, memo)
+    return OpSolver(resolver, call=call)
+
+
+def _full_resolver(
+    op: str,
+    dtype: str,
+    arguments: dict[str, Any],
+    gpu: GpuInfo | None,
+    memo: WarmStart | None,
+) -> Resolver:
+    """The resolver :func:`load` builds the full way: the settings (``arguments`` over the
+    ``KERNEVO_*`` variables), the trust policy, the service's fetcher and the disk cache, the
+    device (``gpu``, else asked now) and the warm-start ``memo`` it records its decisions in
+    (dropped when the settings it read without pydantic differ from these).
+
+    Raises:
+        As :func:`load`: ``SettingsError``, ``KeyFileError``, ``LockFileError``, ``NoGpuError``.
+    """
     from kernevo.cache import ChampionCache
     from kernevo.client import service_fetcher
     from kernevo.resolver import Resolver
     from kernevo.settings import LoaderSettings
     from kernevo.trust import policy_from_settings
 
-    check_problem(op, dtype)
-    call = ops.get_op(op).call()  # its constructor checks what its fallback needs
-    overrides: dict[str, Any] = {}
-    if api_url is not None:
-        overrides["api_url"] = api_url
-    if cache_dir is not None:
-        overrides["cache_dir"] = Path(cache_dir)
-    if trusted_keys is not None:
-        overrides["trusted_keys"] = tuple(trusted_keys)
-    if key_dir is not None:
-        overrides["key_dir"] = Path(key_dir)
-    if lock_file is not None:
-        overrides["lock_file"] = Path(lock_file)
-    if cache_max_age_s is not None:
-        overrides["cache_max_age_s"] = cache_max_age_s
-    settings = LoaderSettings(**overrides)
+    settings = LoaderSettings(**arguments)
     trust = policy_from_settings(settings)
-    resolver = Resolver(
+    if memo is not None and not memo.agrees_with(settings):
+        memo = None
+    return Resolver(
         op,
         dtype,
-        gpu=current_gpu(),
+        gpu=gpu if gpu is not None else current_gpu(),
         fetch=service_fetcher(
             settings.api_url,
             op=op,
@@ -456,5 +592,5 @@ def load(
         cache=ChampionCache(settings.cache_dir),
         trust=trust,
         cache_max_age_s=settings.cache_max_age_s,
+        warm_start=memo,
     )
-    return OpSolver(resolver, call=call)

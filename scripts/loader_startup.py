@@ -9,9 +9,11 @@ every other path serving the 64×64 problem in that dtype (complex128: trsm_smal
 negative entry dated now, as a 404 from the service leaves it (``ChampionCache.remember_absent``:
 the service has no champion for it), so that the loader does not ask the service for it;
 ``--ask-missing`` leaves those out, and the first call then asks the service (a closed port)
-for each. Then, in a
-fresh interpreter whose service is a closed port on 127.0.0.1 and whose disk cache and local key
-are those, times and prints, one line each, in ms:
+for each. Then it runs two fresh interpreters one after the other, as two processes of an
+application started on that disk cache: the first decides the full way (settings, trust policy,
+trust checks) and writes the loader's warm-start memo (``kernevo.warm_start``), the second is
+the warm start, which replays the memo. Each, its service a closed port on 127.0.0.1 and its
+disk cache and local key those, times and prints, one line each, in ms:
 
 - ``import kernevo``;
 - ``import cupy`` and CuPy's initialization (``Device(0).use()``, a small reduction, the stream
@@ -25,24 +27,32 @@ are those, times and prints, one line each, in ms:
 then one line splitting load and the first call into phases (ms, measured by wrapping the
 loader's functions in that interpreter; the rest of each is what no phase covers):
 
-- load: importing the loader's modules (pydantic, pydantic-settings, cryptography …), the GPU's
+- load: importing the loader's modules (the first process: the full path's too, pydantic,
+  pydantic-settings, cryptography …; the second: the solver and the memo's only), the GPU's
   identity (``kernevo.device.current_gpu``: CUDA properties, driver and NVRTC versions), the
-  settings (``LoaderSettings``), the trust policy (``policy_from_settings``: keys, lock file);
+  memo (``WarmStart.open``: the fingerprint, the memo read and its MAC checked), the settings
+  (``LoaderSettings``) and the trust policy (``policy_from_settings``: keys, lock file), in the
+  first process; in the second, the full path when it must be built after all (``full path``,
+  0 when the memo answered);
 - first call: the disk-cache reads (entry and negative-entry ages, ``ChampionCache.load``), the
   trust checks (``TrustPolicy.check``: digest, signature, certificate), the service (fetches),
-  the driver build (``build_driver``: the path's driver module imported, the cubin loaded as a
-  CUDA module), the launch preparation (``OpSolver._kernel_plan``), and the rest of the call
-  (operand checks, the snapshot of ``b``, the launch geometry query, the launch, the stream
-  synchronized);
+  the memo write (``WarmStart.record``), in the first process; the memo's replay in the second
+  (``WarmStart.decision``: files unchanged, the cubin read and hashed); the driver build
+  (``build_driver``: the path's driver module imported, the cubin loaded as a CUDA module), the
+  launch preparation (``OpSolver._kernel_plan``), and the rest of the call (operand checks, the
+  snapshot of ``b``, the launch geometry query, the launch, the stream synchronized);
 
 then the route and reason of ``explain(64, 64)`` and the call's relative error against a float64
-(complex128) solve on the host. Issue 11's bounds: ``import kernevo`` under 150 ms; load + first
-call under 50 ms once CuPy is initialized.
+(complex128) solve on the host; for the second process, which of pydantic, pydantic-settings,
+cryptography, httpx and asyncio its load and first call imported (none when the memo answered).
+Issue 11's bounds: ``import kernevo`` under 150 ms; load + first call under 50 ms once CuPy is
+initialized (the second process's figure: an application's every start after its first).
+``--json`` writes the second process's figures, with the first's under ``first_run``.
 
 The champion is only the seed, signed with a key made for this run: its certificate names this
 GPU and toolkit so that the loader admits it, and its ``not_verified`` says that nothing was
-verified. Exit status 0 when the first call ran the kernel from the disk cache and solved
-within the dtype's tolerance, 1 otherwise; a missing GPU is one line and exit 1.
+verified. Exit status 0 when, in both processes, the first call ran the kernel from the disk
+cache and solved within the dtype's tolerance, 1 otherwise; a missing GPU is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -67,6 +77,12 @@ DTYPES = ("float32", "float64", "complex64", "complex128")
 # X within a few units in the last place of the wide reference; these are far above that.
 TOLERANCE = {"float32": 1e-4, "complex64": 1e-4, "float64": 1e-12, "complex128": 1e-12}
 TIMES = ("import_kernevo_ms", "cupy_init_ms", "load_ms", "first_call_ms", "load_first_call_ms")
+RUNS = {
+    "first": "first process (decides the full way, writes the warm-start memo)",
+    "warm": "second process (warm start: the memo replayed)",
+}
+# What the warm start must not import (kernevo.warm_start); the second process reports which it did.
+HEAVY = ("pydantic", "pydantic_settings", "cryptography", "httpx", "asyncio")
 LABELS = {
     "import_kernevo_ms": "import kernevo",
     "cupy_init_ms": "import cupy + CuPy init",
@@ -75,12 +91,12 @@ LABELS = {
     "load_first_call_ms": "load + first call",
 }
 
-# The fresh interpreter: argv[1:] the dtype, m and n. Nothing of kernevo or CuPy is imported
-# before the clock starts; the problem is drawn (NumPy, which CuPy imports anyway) before load is
-# timed.
+# The fresh interpreter: argv[1:] the dtype, m, n and the run ("first" or "warm"). Nothing of
+# kernevo or CuPy is imported before the clock starts; the problem is drawn (NumPy, which CuPy
+# imports anyway) before load is timed.
 _CHILD = """
 import json, sys, time
-dtype, m, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+dtype, m, n, run = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 t0 = time.perf_counter()
 import kernevo
 t1 = time.perf_counter()
@@ -101,11 +117,15 @@ x_ref = np.linalg.solve(np.tril(a_host).astype(wide), b_host.astype(wide))
 a = cupy.asfortranarray(cupy.asarray(np.asfortranarray(a_host)))
 b = cupy.asfortranarray(cupy.asarray(np.asfortranarray(b_host)))
 cupy.cuda.get_current_stream().synchronize()
+before = {name.split(".")[0] for name in sys.modules}
 t3 = time.perf_counter()
 # What load imports when it runs, imported here (inside the timed window) so that its phases
-# can be wrapped before it runs; the wrapping itself is taken out of the figures.
-import kernevo.solver, kernevo.cache, kernevo.client, kernevo.resolver, kernevo.settings
-import kernevo.trust
+# can be wrapped before it runs; the wrapping itself is taken out of the figures. The warm start
+# imports the solver and the memo only: the full path's modules are imported (and wrapped) here
+# in the first run alone; a warm start that needs them after all imports them in "full path".
+import kernevo.solver, kernevo.warm_start
+if run == "first":
+    import kernevo.cache, kernevo.client, kernevo.resolver, kernevo.settings, kernevo.trust
 t_imported = time.perf_counter()
 spent = {}
 def timed(name, fn):
@@ -119,34 +139,46 @@ def timed(name, fn):
 def wrap(owner, attribute, name):
     setattr(owner, attribute, timed(name, getattr(owner, attribute)))
 wrap(kernevo.solver, "current_gpu", "current_gpu")
-wrap(kernevo.settings.LoaderSettings, "__init__", "settings")
-wrap(kernevo.trust, "policy_from_settings", "trust_policy")
-for attribute in ("entry_age_s", "absent_age_s", "load"):
-    wrap(kernevo.cache.ChampionCache, attribute, "cache_read")
-wrap(kernevo.trust.TrustPolicy, "check", "trust_checks")
-fetcher = kernevo.client.service_fetcher
-kernevo.client.service_fetcher = lambda *a, **k: timed("service", fetcher(*a, **k))
-wrap(kernevo.resolver.Resolver, "resolve", "resolve")
+wrap(kernevo.warm_start.WarmStart, "open", "memo")
+wrap(kernevo.warm_start.WarmStart, "decision", "memo")
+wrap(kernevo.warm_start.WarmStart, "record", "memo_write")
+if run == "first":
+    load_names = ["current_gpu", "memo", "settings", "trust_policy"]
+    call_names = ["cache_read", "trust_checks", "service", "memo_write"]
+    wrap(kernevo.settings.LoaderSettings, "__init__", "settings")
+    wrap(kernevo.trust, "policy_from_settings", "trust_policy")
+    for attribute in ("entry_age_s", "absent_age_s", "load"):
+        wrap(kernevo.cache.ChampionCache, attribute, "cache_read")
+    wrap(kernevo.trust.TrustPolicy, "check", "trust_checks")
+    fetcher = kernevo.client.service_fetcher
+    kernevo.client.service_fetcher = lambda *a, **k: timed("service", fetcher(*a, **k))
+    wrap(kernevo.resolver.Resolver, "resolve", "resolve")
+else:
+    load_names = ["current_gpu", "memo", "full_path"]
+    call_names = ["memo", "full_path", "memo_write"]
+    wrap(kernevo.solver, "_full_resolver", "full_path")
+    wrap(kernevo.solver.WarmResolver, "resolve", "resolve")
 wrap(kernevo.solver, "build_driver", "driver_build")
 wrap(kernevo.solver.OpSolver, "_kernel_plan", "launch_prep")
 t_wrapped = time.perf_counter()
 solver = kernevo.load("trsm", dtype)
 t4 = time.perf_counter()
-loaded = dict(spent)
+loaded = {name: spent.get(name, 0.0) for name in load_names}
 spent.clear()
 solver(a, b)
 cupy.cuda.get_current_stream().synchronize()
 t5 = time.perf_counter()
 decision = solver.explain(m, n)
+imported = {name.split(".")[0] for name in sys.modules} - before
 error = float(np.abs(cupy.asnumpy(b) - x_ref).max() / np.abs(x_ref).max())
 load_ms = (t4 - t3 - (t_wrapped - t_imported)) * 1e3
 first_ms = (t5 - t4) * 1e3
 load_phases = {"imports": (t_imported - t3) * 1e3, **loaded}
 load_phases["load_rest"] = load_ms - sum(load_phases.values())
-call_phases = {name: spent.get(name, 0.0) for name in (
-    "cache_read", "trust_checks", "service", "driver_build", "launch_prep")}
-resolve_rest = spent.get("resolve", 0.0) - sum(
-    call_phases[name] for name in ("cache_read", "trust_checks", "service"))
+call_phases = {name: spent.get(name, 0.0) for name in call_names}
+resolve_rest = spent.get("resolve", 0.0) - sum(call_phases.values())
+call_phases["driver_build"] = spent.get("driver_build", 0.0)
+call_phases["launch_prep"] = spent.get("launch_prep", 0.0)
 call_phases["resolve_rest"] = resolve_rest
 call_phases["call_rest"] = first_ms - spent.get("resolve", 0.0) - call_phases["driver_build"] - (
     call_phases["launch_prep"])
@@ -155,6 +187,7 @@ print(json.dumps({
     "load_ms": load_ms, "first_call_ms": first_ms,
     "load_first_call_ms": load_ms + first_ms, "route": decision.route, "reason": decision.reason,
     "rel_error": error, "load_phases_ms": load_phases, "first_call_phases_ms": call_phases,
+    "run": run, "heavy_modules": sorted(set(sys.argv[5].split(",")) & imported),
 }))
 """
 
@@ -281,21 +314,24 @@ def closed_port_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def measure(folder: Path, dtype: str) -> dict[str, Any]:
-    """Run the fresh interpreter (module doc) on the key pair and cache under ``folder``;
-    its figures and decision as a dict.
+def measure(folder: Path, dtype: str, run: str, api_url: str) -> dict[str, Any]:
+    """Run the fresh interpreter (module doc) on the key pair and cache under ``folder`` as
+    process ``run`` (``"first"``, which imports and times the full path's phases, or
+    ``"warm"``), its service at ``api_url``; its figures and decision as a dict. Both runs get
+    the same ``KERNEVO_*`` variables, as two starts of one application would (the warm-start
+    memo is bound to them).
 
     Raises:
         RuntimeError: the interpreter failed (its last stderr lines in the message).
     """
     env = {name: value for name, value in os.environ.items() if not name.startswith("KERNEVO_")}
     env.update(
-        KERNEVO_API_URL=closed_port_url(),
+        KERNEVO_API_URL=api_url,
         KERNEVO_CACHE_DIR=str(folder / "cache"),
         KERNEVO_KEY_DIR=str(folder / "keys"),
     )
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, dtype, str(M), str(N)],
+        [sys.executable, "-c", _CHILD, dtype, str(M), str(N), run, ",".join(HEAVY)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -320,6 +356,14 @@ def phases_line(result: dict[str, Any]) -> str:
         f"phases (ms): load: {joined(result['load_phases_ms'])} | "
         f"first call: {joined(result['first_call_phases_ms'])}"
     )
+
+
+def warm_start_line(result: dict[str, Any]) -> str:
+    """Whether the second process's load and first call were answered by the warm-start memo,
+    and which of the full path's modules (:data:`HEAVY`) it imported, as one line."""
+    memo = "replayed" if result["reason"].startswith("warm-start memo") else "not used"
+    heavy = ", ".join(result["heavy_modules"]) or "none"
+    return f"warm-start memo {memo}; of {', '.join(HEAVY)} imported: {heavy}"
 
 
 def verdict(result: dict[str, Any], dtype: str) -> str | None:
@@ -347,25 +391,34 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kernevo-startup-") as tmp:
         try:
             gpu = prepare(Path(tmp), args.dtype, ask_missing=args.ask_missing)
-            result = measure(Path(tmp), args.dtype)
+            api_url = closed_port_url()
+            results = {run: measure(Path(tmp), args.dtype, run, api_url) for run in RUNS}
         except (NoGpuError, RuntimeError) as error:
             print(f"loader_startup: {error}", file=sys.stderr)
             return 1
     print(
         f"loader start-up on {gpu.name} ({gpu.arch}), trsm {args.dtype}, champion from disk cache"
     )
-    for name in TIMES:
-        print(f"{LABELS[name]}: {result[name]:.1f} ms")
-    print(phases_line(result))
-    print(f"route: {result['route']} ({result['reason']})")
-    print(f"relative error {result['rel_error']:.1e} (tolerance {TOLERANCE[args.dtype]:g})")
+    problems = []
+    for run, title in RUNS.items():
+        result = results[run]
+        print(f"{title}:")
+        for name in TIMES:
+            print(f"  {LABELS[name]}: {result[name]:.1f} ms")
+        print(f"  {phases_line(result)}")
+        print(f"  route: {result['route']} ({result['reason']})")
+        print(f"  relative error {result['rel_error']:.1e} (tolerance {TOLERANCE[args.dtype]:g})")
+        if run == "warm":
+            print(f"  {warm_start_line(result)}")
+        problem = verdict(result, args.dtype)
+        if problem is not None:
+            problems.append(f"{title.split(' (')[0]}: {problem}")
     if args.json is not None:
-        args.json.write_text(json.dumps({"dtype": args.dtype, **result}, indent=1) + "\n")
-    problem = verdict(result, args.dtype)
-    if problem is not None:
+        figures = {"dtype": args.dtype, **results["warm"], "first_run": results["first"]}
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    for problem in problems:
         print(f"FAILED: {problem}")
-        return 1
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,561 @@
+"""The loader's warm-start memo (``kernevo.warm_start``, issue 11 Build item 4), on CPU.
+
+A disk cache holding a champion signed by a key made for the test, trusted through a key file
+(``KERNEVO_TRUSTED_KEYS``), the service a closed port, the GPU identity faked
+(``kernevo.solver.current_gpu``) and, where a call runs, the path's driver class faked (the real
+``build_driver``/``path_driver`` load it through the registry): the first ``kernevo.load`` decides
+the full way and writes the memo; a later one replays it without building settings or running a
+trust check (spied), and goes the full way again whenever anything the decision rested on changed.
+A fresh interpreter checks that the replay imports no pydantic, cryptography, httpx or asyncio.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from test_loader_resolver import CUBIN, GPU, champion_json, problem
+
+import kernevo
+import kernevo.solver
+import kernevo.trust
+import kernevo.warm_start as warm_start
+from kernevo import keys, lockfile
+from kernevo.cache import ChampionCache
+from kernevo.client import MAX_CUBIN_BYTES, ChampionKernel, ChampionKey
+from kernevo.decision import Decision
+from kernevo.paths import package
+from kernevo.settings import LoaderSettings
+from kernevo.warm_start import CacheFile, MemoKernel, WarmStart
+
+# Never imported when a load and first call are answered from the memo (issue 11: ~220 ms).
+HEAVY = ("pydantic", "pydantic_settings", "cryptography", "httpx", "asyncio")
+FROM_MEMO = "warm-start memo (decided "
+FROM_CACHE = "champion program 17 from disk cache (written "
+TOKEN = "a-read-token-that-must-never-be-written-in-the-clear"
+
+
+@dataclass
+class World:
+    """The files of one loader: its disk cache, key folder, trusted key file and signer."""
+
+    root: Path
+    cache: ChampionCache
+    entry: Path
+    trusted_key_file: Path
+    signer: keys.SigningKey
+
+    @property
+    def memo_file(self) -> Path:
+        return self.cache.root / "warm-start" / f"trsm.float64.{GPU.key}.json"
+
+    @property
+    def secret_file(self) -> Path:
+        return self.root / "keys" / warm_start.SECRET_FILE
+
+    @property
+    def cubin_file(self) -> Path:
+        return self.entry.parent / f"{hashlib.sha256(CUBIN).hexdigest()}.cubin"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    signer = keys.generate_key_pair(tmp_path / "signer")
+    cache = ChampionCache(tmp_path / "cache")
+    entry = cache.store(
+        ChampionKernel.from_payload(champion_json(signer=signer.private_key), CUBIN)
+    )
+    trusted = tmp_path / "signer" / keys.PUBLIC_KEY_FILE
+    monkeypatch.setenv("KERNEVO_CACHE_DIR", str(cache.root))
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "keys"))
+    monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", str(trusted))
+    # Port 9 (discard) on the loopback: nothing listens there; most decisions never ask.
+    monkeypatch.setenv("KERNEVO_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: GPU)
+    return World(tmp_path, cache, entry, trusted, signer)
+
+
+@dataclass
+class Spies:
+    """How often the full path's settings were built and its trust checks ran."""
+
+    settings: int = 0
+    trust_checks: int = 0
+
+
+@pytest.fixture
+def spies(monkeypatch: pytest.MonkeyPatch) -> Spies:
+    counts = Spies()
+    check, init = kernevo.trust.TrustPolicy.check, LoaderSettings.__init__
+
+    def counted_check(self: Any, champion: Any) -> Any:
+        counts.trust_checks += 1
+        return check(self, champion)
+
+    def counted_init(self: Any, **values: Any) -> None:
+        counts.settings += 1
+        init(self, **values)
+
+    monkeypatch.setattr(kernevo.trust.TrustPolicy, "check", counted_check)
+    monkeypatch.setattr(LoaderSettings, "__init__", counted_init)
+    return counts
+
+
+def decide(*shape: int, dtype: str = "float64", **arguments: Any) -> Decision:
+    """A new solver's decision for ``shape`` (default 64×64), as a new process would take it."""
+    return kernevo.load("trsm", dtype, **arguments).explain(*(shape or (64, 64)))
+
+
+class FakeDriver:
+    """Stands in for ``TrsmSmallDriver`` (built by the registry from the memo'd cubin): solves
+    with NumPy and remembers the cubins it was built from."""
+
+    built: list[bytes] = []
+
+    def __init__(self, cubin: bytes, dtype: str, spec: Any) -> None:
+        FakeDriver.built.append(cubin)
+
+    def solve(self, a: np.ndarray, b: np.ndarray, stream: Any = None) -> np.ndarray:
+        b[...] = np.linalg.solve(np.tril(a), b)
+        return b
+
+
+@pytest.fixture
+def fake_driver(monkeypatch: pytest.MonkeyPatch) -> type[FakeDriver]:
+    module = importlib.import_module(f"{package.__name__}.trsm_small.driver")
+    monkeypatch.setattr(module, "TrsmSmallDriver", FakeDriver)
+    FakeDriver.built = []
+    return FakeDriver
+
+
+# --- written after a full decision -------------------------------------------------------------
+
+
+def test_a_full_decision_writes_a_memo_macd_with_a_private_secret(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNEVO_API_TOKEN", TOKEN)
+    decision = decide()
+
+    assert decision.route == "kernel" and decision.reason.startswith(FROM_CACHE)
+    text = world.memo_file.read_text()
+    record = json.loads(text)
+    assert record["format"] == "kernevo.warm-start.v1"
+    shape = record["body"]["shapes"]["64,64"]
+    assert (shape["route"], shape["path"], shape["shape_bucket"], shape["reason"]) == (
+        "kernel", "trsm_small", "m64n64", decision.reason
+    )  # fmt: skip
+    assert shape["kernel"]["program_id"] == 17
+    assert shape["kernel"]["cubin_sha256"] == hashlib.sha256(CUBIN).hexdigest()
+    cubin_file = world.cubin_file.relative_to(world.cache.root).as_posix()
+    assert shape["kernel"]["cubin_file"] == cubin_file
+    assert [(f["name"], f["fresh"]) for f in shape["files"]] == [
+        (world.entry.relative_to(world.cache.root).as_posix(), True)
+    ]
+    # The fingerprint is HMACs: neither the token nor the service's address is in the file.
+    assert TOKEN not in text and "127.0.0.1:9" not in text
+    assert stat.S_IMODE(world.secret_file.stat().st_mode) == 0o600
+    assert world.secret_file.stat().st_size == warm_start.SECRET_BYTES
+    assert stat.S_IMODE(world.secret_file.parent.stat().st_mode) == 0o700
+
+
+# --- replayed by a new solver ------------------------------------------------------------------
+
+
+def test_a_new_solver_replays_the_memo_without_settings_or_trust_checks(
+    world: World, spies: Spies
+) -> None:
+    first = decide()
+    assert spies.settings == 1 and spies.trust_checks == 1
+    spies.settings = spies.trust_checks = 0
+
+    again = decide()
+
+    assert (spies.settings, spies.trust_checks) == (0, 0)
+    assert again.route == "kernel"
+    assert again.reason.startswith(FROM_MEMO) and again.reason.endswith(f": {first.reason}")
+    assert (again.path, again.shape_bucket, again.compared) == (
+        "trsm_small", "m64n64", first.compared
+    )  # fmt: skip
+    assert isinstance(again.champion, MemoKernel)
+    assert (again.champion.program_id, again.champion.cubin) == (17, CUBIN)
+
+
+def test_the_first_call_of_a_memoed_shape_launches_the_memoed_cubin(
+    world: World, spies: Spies, fake_driver: type[FakeDriver]
+) -> None:
+    a, b, x = problem(64, 64)
+    kernevo.load("trsm", "float64")(a, b)  # the full path: decides, builds, launches
+    spies.settings = spies.trust_checks = 0
+    fake_driver.built = []
+
+    solver = kernevo.load("trsm", "float64")
+    a, b, x = problem(64, 64, seed=1)
+    assert solver(a, b) is b
+
+    np.testing.assert_allclose(b, x, rtol=1e-12)
+    assert fake_driver.built == [CUBIN]
+    assert solver.runs_kernel(a, b) and solver.explain(64, 64).reason.startswith(FROM_MEMO)
+    assert (spies.settings, spies.trust_checks) == (0, 0)
+
+
+def test_a_shape_not_in_the_memo_is_decided_the_full_way_and_added(
+    world: World, spies: Spies
+) -> None:
+    decide(64, 64)
+    solver = kernevo.load("trsm", "float64")
+    assert solver.explain(64, 64).reason.startswith(FROM_MEMO)
+    assert spies.settings == 1  # the first load's only
+
+    inside = solver.explain(32, 16)
+    beyond = solver.explain(100, 100)
+
+    assert inside.route == "kernel" and inside.reason.startswith(FROM_CACHE)
+    assert (beyond.route, beyond.reason) == ("cublas", "no path serves m=100 n=100")
+    assert spies.settings == 2  # the full resolver, built for the shape the memo lacked
+    solver = kernevo.load("trsm", "float64")
+    for shape in [(64, 64), (32, 16), (100, 100)]:
+        assert solver.explain(*shape).reason.startswith(FROM_MEMO), shape
+    assert spies.settings == 2
+
+
+def test_a_memoed_kernel_that_fails_is_pinned_to_cublas_and_a_broken_full_path_is_a_reason(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    decide()
+    memo = WarmStart.open("trsm", "float64", GPU, {})
+    assert memo is not None and memo.holds_decisions()
+
+    def full() -> Any:
+        raise keys.KeyFileError("trusted key /gone.pub: cannot read (no such file)")
+
+    resolver = kernevo.solver.WarmResolver("trsm", "float64", GPU, memo, full)
+    memoed = resolver.resolve(64, 64)
+    pinned = resolver.mark_failed((64, 64), RuntimeError("launch failed"))
+    with caplog.at_level(logging.WARNING, logger="kernevo"):
+        other = resolver.resolve(32, 16)
+
+    assert pinned.route == "cublas" and pinned.reason == "kernel error: RuntimeError: launch failed"
+    assert (pinned.path, pinned.champion) == ("trsm_small", memoed.champion)
+    assert resolver.resolve(64, 64) is pinned
+    assert other.route == "cublas" and other.reason.startswith("loader error: KeyFileError: ")
+    assert "could not build the loader's resolver" in caplog.text
+
+
+def test_a_remembered_404_is_replayed_until_the_service_is_asked_again(
+    world: World, spies: Spies
+) -> None:
+    """complex128 64×64: trsm_small's champion from the disk cache, trsm_small_z64's 404
+    remembered (the resolver's question 2b); the memo rests on both files."""
+    world.cache.store(
+        ChampionKernel.from_payload(
+            champion_json(dtype="complex128", signer=world.signer.private_key), CUBIN
+        )
+    )
+    z64 = ChampionKey(GPU.key, "trsm_small_z64", "complex128", "m64eq_n64")
+    world.cache.remember_absent(z64)
+    assert decide(dtype="complex128").route == "kernel"
+    assert decide(dtype="complex128").reason.startswith(FROM_MEMO)
+
+    world.cache.remember_absent(z64)  # a new 404 written by another process
+
+    again = decide(dtype="complex128")
+    assert again.route == "kernel" and not again.reason.startswith(FROM_MEMO)
+
+
+# --- anything changed: the full path ----------------------------------------------------------
+
+
+def test_a_memo_whose_mac_fails_warns_once_and_is_rewritten(
+    world: World, spies: Spies, caplog: pytest.LogCaptureFixture
+) -> None:
+    decide()
+    record = json.loads(world.memo_file.read_text())
+    record["body"]["shapes"]["64,64"]["reason"] = "champion program 99 from service"
+    world.memo_file.write_text(json.dumps(record))
+    spies.trust_checks = 0
+
+    with caplog.at_level(logging.WARNING, logger="kernevo"):
+        forged = decide()
+        decide()  # the rewritten memo: no second warning
+
+    assert forged.reason.startswith(FROM_CACHE) and spies.trust_checks == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "does not match its MAC" in warnings[0], warnings
+    assert decide().reason.startswith(FROM_MEMO)
+
+
+def _set_variable(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNEVO_REQUEST_TIMEOUT_S", "3")
+
+
+def _rewrite_trusted_key_file(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same key as base64 text instead of PEM: the file changed, what it says did not.
+    world.trusted_key_file.write_text(base64.b64encode(world.signer.public_raw).decode())
+
+
+def _another_driver(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = replace(GPU, nvidia_driver_version="590.1.2")
+    monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: gpu)
+
+
+def _replace_the_entry(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    payload = json.loads(world.entry.read_text())["payload"]
+    world.cache.store(ChampionKernel.from_payload(payload, CUBIN))  # a refetch rewrites it
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_set_variable, _rewrite_trusted_key_file, _another_driver, _replace_the_entry],
+    ids=lambda change: change.__name__.strip("_"),
+)
+def test_a_change_of_what_the_decision_rested_on_sends_it_down_the_full_path(
+    world: World, spies: Spies, monkeypatch: pytest.MonkeyPatch, change: Any
+) -> None:
+    decide()
+    assert decide().reason.startswith(FROM_MEMO)
+    spies.trust_checks = 0
+
+    change(world, monkeypatch)
+    decision = decide()
+
+    assert decision.route == "kernel" and decision.reason.startswith(FROM_CACHE)
+    assert spies.trust_checks == 1
+    assert decide().reason.startswith(FROM_MEMO)  # the full path wrote it again
+
+
+def test_a_revoked_key_sends_the_shape_down_the_full_path_to_cublas(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decide()
+    other = keys.generate_key_pair(world.root / "other")
+    monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", base64.b64encode(other.public_raw).decode())
+
+    decision = decide()
+
+    assert decision.route == "cublas" and "signed by unknown key" in decision.reason
+    # Refused, then the service asked (unreachable): an answer the disk cache does not keep,
+    # so the next process decides the full way again.
+    assert not decide().reason.startswith(FROM_MEMO)
+
+
+def test_an_edited_lock_file_sends_the_shape_down_the_full_path(
+    world: World, spies: Spies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    champion = ChampionKernel.from_payload(json.loads(world.entry.read_text())["payload"], CUBIN)
+    lock = lockfile.write_lock_file(world.root / "kernevo.lock", [champion])
+    monkeypatch.setenv("KERNEVO_LOCK_FILE", str(lock))
+    decide()
+    assert decide().reason.startswith(FROM_MEMO)
+    spies.trust_checks = 0
+
+    lock.write_text(json.dumps(json.loads(lock.read_text()), indent=4))  # same pins, new bytes
+
+    decision = decide()
+    assert decision.route == "kernel" and decision.reason.startswith(FROM_CACHE)
+    assert spies.trust_checks == 1
+
+
+def test_an_edited_cubin_is_not_launched(world: World, spies: Spies) -> None:
+    decide()
+    world.cubin_file.write_bytes(b"\x7fELF another module")
+
+    decision = decide()
+
+    assert decision.route == "cublas" and "cubin digest mismatch" in decision.reason
+    assert spies.trust_checks == 1  # the full path found the entry's cubin changed
+
+
+def test_an_entry_older_than_the_max_age_is_not_replayed(
+    world: World, spies: Spies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decide()
+    spies.trust_checks = 0
+    later = time.time() + warm_start.DEFAULT_MAX_AGE_S + 1
+    monkeypatch.setattr(warm_start, "time", SimpleNamespace(time=lambda: later))
+
+    decision = decide()
+
+    assert not decision.reason.startswith(FROM_MEMO) and spies.trust_checks == 1
+
+
+def test_a_fresh_file_is_within_the_max_age_and_not_dated_ahead(tmp_path: Path) -> None:
+    (tmp_path / "entry.json").write_text("{}")
+    seen = CacheFile.observe(tmp_path, tmp_path / "entry.json", fresh=True)
+    assert seen.version is not None
+    written = seen.version[2] / 1e9
+
+    assert seen.change(tmp_path, written + 3599, 3600) is None
+    assert "not within 3600 s" in (seen.change(tmp_path, written + 3600, 3600) or "")
+    assert "not within 3600 s" in (seen.change(tmp_path, written - 5, 3600) or "")
+    stale = CacheFile(seen.name, seen.version, fresh=False)
+    assert stale.change(tmp_path, written + 10**6, 3600) is None
+    (tmp_path / "entry.json").unlink()
+    assert "changed since the decision" in (seen.change(tmp_path, written, 3600) or "")
+    assert CacheFile("entry.json", None).change(tmp_path, written, 3600) is None
+
+
+def test_an_argument_of_load_is_part_of_the_fingerprint(world: World) -> None:
+    decide()
+    assert not decide(cache_max_age_s=1800).reason.startswith(FROM_MEMO)
+    assert decide(cache_max_age_s=1800).reason.startswith(FROM_MEMO)
+
+
+# --- turned off, or a secret that is not private -----------------------------------------------
+
+
+def test_warm_start_off_reads_and_writes_no_memo(
+    world: World, monkeypatch: pytest.MonkeyPatch, spies: Spies
+) -> None:
+    monkeypatch.setenv("KERNEVO_WARM_START", "0")
+
+    assert WarmStart.open("trsm", "float64", GPU, {}) is None
+    decide()
+    decide()
+
+    assert not world.memo_file.exists() and not world.secret_file.exists()
+    assert spies.trust_checks == 2
+
+
+def test_an_unknown_switch_value_is_off_with_a_warning(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("KERNEVO_WARM_START", "perhaps")
+    with caplog.at_level(logging.WARNING, logger="kernevo"):
+        assert WarmStart.open("trsm", "float64", GPU, {}) is None
+    assert "KERNEVO_WARM_START='perhaps': expected true or false" in caplog.text
+
+
+def test_a_secret_others_can_read_turns_the_warm_start_off(
+    world: World, spies: Spies, caplog: pytest.LogCaptureFixture
+) -> None:
+    decide()
+    world.secret_file.chmod(0o644)
+    spies.trust_checks = 0
+
+    with caplog.at_level(logging.WARNING, logger="kernevo"):
+        decision = decide()
+
+    assert decision.reason.startswith(FROM_CACHE) and spies.trust_checks == 1
+    assert "readable or writable by others" in caplog.text
+
+
+def test_a_process_losing_the_race_for_the_secret_uses_the_winners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    winner = b"w" * warm_start.SECRET_BYTES
+    link = os.link
+
+    def linked_by_another_first(source: str, target: Path) -> None:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, winner)
+        os.close(fd)
+        link(source, target)  # FileExistsError, as for the process that lost
+
+    monkeypatch.setattr(warm_start.os, "link", linked_by_another_first)
+    assert warm_start._create_secret(tmp_path / "keys") == winner
+    assert [p.name for p in (tmp_path / "keys").iterdir()] == [warm_start.SECRET_FILE]
+
+
+# --- the full path's constants, mirrored without importing it ----------------------------------
+
+
+def test_the_defaults_the_warm_start_reads_raw_are_the_full_paths() -> None:
+    fields = LoaderSettings.model_fields
+    assert Path(warm_start.DEFAULT_CACHE_DIR) == fields["cache_dir"].default
+    assert Path(warm_start.DEFAULT_KEY_DIR) == keys.DEFAULT_KEY_DIR == fields["key_dir"].default
+    assert fields["cache_max_age_s"].default == warm_start.DEFAULT_MAX_AGE_S
+    assert LoaderSettings(cache_max_age_s=warm_start.MAX_AGE_LIMIT_S).cache_max_age_s > 0
+    with pytest.raises(ValueError, match="cache_max_age_s"):
+        LoaderSettings(cache_max_age_s=warm_start.MAX_AGE_LIMIT_S + 1)
+    assert warm_start.PUBLIC_KEY_FILE == keys.PUBLIC_KEY_FILE
+    assert warm_start.KEY_FILE_MAX_BYTES == keys.KEY_FILE_MAX_BYTES
+    assert warm_start.LOCK_FILE_MAX_BYTES == lockfile.LOCK_FILE_MAX_BYTES
+    assert warm_start.MAX_CUBIN_BYTES == MAX_CUBIN_BYTES
+
+
+# --- a fresh interpreter: what the warm start imports ------------------------------------------
+
+# Replays the memo the test wrote: kernevo.load, explain and a first call (the path's driver
+# class faked, the operands NumPy arrays that say they live on device 0). Prints the decision,
+# the result's error, the modules loaded and the times: importing kernevo.solver (NumPy and
+# CuPy already imported, as in an application), load, the first call.
+_CHILD = """
+import json, sys, time
+from types import SimpleNamespace
+import numpy as np
+import cupy  # an application's process has CuPy before the loader's first call
+start = time.perf_counter()
+import kernevo, kernevo.solver
+from kernevo.device import GpuInfo
+from kernevo.paths import package
+kernevo.solver.current_gpu = lambda: GpuInfo(**json.loads(sys.argv[1]))
+import importlib
+class FakeDriver:
+    def __init__(self, cubin, dtype, spec):
+        self.cubin = cubin
+    def solve(self, a, b, stream=None):
+        b[...] = np.linalg.solve(np.tril(a), b)
+        return b
+imported = time.perf_counter()
+driver_module = importlib.import_module(package.__name__ + ".trsm_small.driver")
+driver_module.TrsmSmallDriver = FakeDriver
+class DeviceArray(np.ndarray):
+    device = SimpleNamespace(id=0)
+rng = np.random.default_rng(0)
+a = np.asfortranarray(np.eye(64) + np.tril(rng.uniform(-1e-3, 1e-3, (64, 64)), -1))
+b = np.asfortranarray(rng.uniform(-1, 1, (64, 64)))
+x = np.linalg.solve(np.tril(a), b)
+a, b = a.view(DeviceArray), b.view(DeviceArray)
+ready = time.perf_counter()
+solver = kernevo.load("trsm", "float64")
+loaded = time.perf_counter()
+solver(a, b)
+called = time.perf_counter()
+decision = solver.explain(64, 64)
+print(json.dumps({
+    "route": decision.route, "reason": decision.reason,
+    "error": float(np.abs(np.asarray(b) - x).max()),
+    "modules": sorted({name.split(".")[0] for name in sys.modules}),
+    "import_ms": (imported - start) * 1e3, "load_ms": (loaded - ready) * 1e3,
+    "first_call_ms": (called - loaded) * 1e3,
+}))
+"""
+
+
+def test_a_warm_process_imports_no_pydantic_cryptography_httpx_or_asyncio(world: World) -> None:
+    decide()  # this process writes the memo, as the first process of an application would
+    gpu = {"index": 0, "name": GPU.name, "key": GPU.key, "arch": GPU.arch}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(gpu)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+        env=dict(os.environ),  # the fixture's KERNEVO_* variables: the same fingerprint
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+
+    assert found["route"] == "kernel" and found["reason"].startswith(FROM_MEMO), found["reason"]
+    assert found["error"] < 1e-12
+    assert sorted(set(found["modules"]) & set(HEAVY)) == []
+    print(
+        f"\nfresh interpreter (CPU, faked GPU and driver, NumPy and CuPy imported): import "
+        f"kernevo.solver {found['import_ms']:.1f} ms, kernevo.load from the warm-start memo "
+        f"{found['load_ms']:.1f} ms, first call {found['first_call_ms']:.1f} ms"
+    )
