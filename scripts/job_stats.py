@@ -6,7 +6,9 @@ Prints, per job: programs recorded, how many passed, failures by kind, candidate
 (programs / wall time between the first and last program), the mean time per candidate spent in
 compile, verification and timing (from each evaluation's report), the best score, and per timed
 shape the seed's (iteration 0) and the best program's device µs against the baseline's, timed in
-the same evaluation (graph-replayed medians from the reports).
+the same evaluation (graph-replayed medians from the reports). Then every champion in the
+database: its key (path, dtype, GPU key, shape bucket), program, and the tunables its source
+sets (``seeds.tunables``: for trsm_blocked the NB chosen for that bucket).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections import Counter
 
 from sqlalchemy import select
 
-from db.models import Evaluation, Job, Program
+from db.models import Champion, Evaluation, Job, Program
 from db.session import make_engine, session_scope
+from seeds.tunables import parse_tunables
 
 
 def main(url: str, job_ids: list[int]) -> None:
@@ -57,6 +60,14 @@ def main(url: str, job_ids: list[int]) -> None:
                     print(f"  {label} program {program.id} (iteration {program.iteration}):")
                     for row in _timing_rows(program):
                         print(f"    {row}")
+        for champion in s.scalars(select(Champion).order_by(Champion.id)).all():
+            program = s.get(Program, champion.program_id)
+            tunables = parse_tunables(program.source) if program is not None else []
+            settings = " ".join(f"{t.name}={t.value}" for t in tunables)
+            print(
+                f"champion {champion.path} {champion.dtype} {champion.gpu_key} "
+                f"{champion.shape_bucket}: program {champion.program_id}, {settings}"
+            )
 
 
 def _scored(program: Program) -> float | None:
