@@ -564,7 +564,8 @@ def _full_resolver(
     """The resolver :func:`load` builds the full way: the settings (``arguments`` over the
     ``KERNEVO_*`` variables), the trust policy, the service's fetcher and the disk cache, the
     device (``gpu``, else asked now) and the warm-start ``memo`` it records its decisions in
-    (dropped when the settings it read without pydantic differ from these).
+    (dropped when the settings it read without pydantic differ from these, or when what its
+    fingerprint was taken from changed since: :meth:`WarmStart.inputs_unchanged`).
 
     Raises:
         As :func:`load`: ``SettingsError``, ``KeyFileError``, ``LockFileError``, ``NoGpuError``.
@@ -577,7 +578,10 @@ def _full_resolver(
 
     settings = LoaderSettings(**arguments)
     trust = policy_from_settings(settings)
-    if memo is not None and not memo.agrees_with(settings):
+    # Read now, maybe long after WarmStart.open (a WarmResolver builds this on the first shape
+    # its memo lacks): decisions are recorded under open's fingerprint only while these inputs
+    # are the ones it was taken from.
+    if memo is not None and not (memo.agrees_with(settings) and memo.inputs_unchanged(arguments)):
         memo = None
     return Resolver(
         op,

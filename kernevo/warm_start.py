@@ -28,20 +28,26 @@ folder not writable by group or others, the file neither readable nor writable b
 A memo is used only if its MAC verifies (constant-time compare) and its **fingerprint** equals
 this process's: each part an HMAC, under the secret, of what the full path's decisions depended
 on, taken without pydantic (:func:`fingerprint_material`): ``environment`` (every ``KERNEVO_*``
-variable, sorted ``name=value``), ``arguments`` (``load``'s keyword arguments), ``trust`` (the
-sha256 of each trusted key file of ``KERNEVO_TRUSTED_KEYS``, of the local public key with the
+variable, sorted ``[name, value]`` pairs as JSON), ``arguments`` (``load``'s keyword
+arguments), ``trust`` (the sha256 of each trusted key file of ``KERNEVO_TRUSTED_KEYS``, each
+entry stripped as :func:`kernevo.keys.trusted_keys` reads it, of the local public key with the
 owner and mode of it and its folder, of ``KERNEVO_LOCK_FILE``), ``gpu`` (the identity
 :func:`kernevo.device.current_gpu` reports but its index: decisions do not depend on which
 device of a kind) and ``code`` (size and modification time of every ``.py`` of the loader and of
-its path descriptions, a version that also follows an edited source tree). A memo'd shape is
-then replayed (:meth:`WarmStart.decision`) only while the disk-cache files its decision read
-are unchanged (inode, size, modification time in ns, or still absent), those it used as fresh
-(an entry served without asking the service, a remembered 404) are younger than
+its path descriptions, a version that also follows an edited source tree). The full path
+records its decisions under the fingerprint :meth:`WarmStart.open` took only while the inputs
+it read itself (maybe much later: a :class:`kernevo.solver.WarmResolver` builds it on the first
+shape the memo lacks) are still those (:meth:`WarmStart.inputs_unchanged`, the source files
+looked at again); only shapes of integers are recorded. A memo'd shape is then replayed
+(:meth:`WarmStart.decision`) only while the disk-cache files its decision read are unchanged
+(inode, size, modification time in ns, or still absent), those it used as fresh (an entry
+served without asking the service, a remembered 404) are there and younger than
 ``KERNEVO_CACHE_MAX_AGE_S`` as the full path requires, and, for a kernel, its cubin file hashes
 to the memo'd sha256. Anything missing, stale, mismatched or unreadable is a miss: the full
 path, as without a memo, with one DEBUG line on the ``"kernevo"`` logger; a MAC that does not
-verify logs a WARNING once (the memo was tampered with or the secret changed), and the full path
-rewrites the memo. ``KERNEVO_WARM_START=0`` turns the memo off: nothing read, nothing written.
+verify (compared as bytes, whatever the file holds) logs a WARNING once (the memo was tampered
+with or the secret changed), and the full path rewrites the memo. ``KERNEVO_WARM_START=0`` turns
+the memo off: nothing read, nothing written.
 
 Why this is as safe as the full path (docs/CONTRACTS.md, "Warm start"): someone who can write
 the cache folder but not read the key folder cannot forge a memo (the MAC); someone who can read
@@ -63,6 +69,7 @@ import hmac
 import json
 import logging
 import math
+import operator
 import os
 import re
 import stat
@@ -145,14 +152,19 @@ class CacheFile:
 
     def change(self, root: Path, now: float, max_age_s: float) -> str | None:
         """Why the file under ``root`` no longer is as the decision read it (replaced, removed,
-        created, or, when ``fresh``, ``max_age_s`` old or dated ahead of ``now``); ``None``
-        when it is."""
+        created, or, when ``fresh``, absent, ``max_age_s`` old or dated ahead of ``now``);
+        ``None`` when it is."""
         if not _cache_name(self.name):
             return f"{self.name!r} is not a disk-cache file name"
         version = _version(root / self.name)
         if version != self.version:
             return f"{self.name} changed since the decision"
-        if self.fresh and version is not None:
+        if self.fresh:
+            # Its date is what bounds the replay by the max age: a file the decision used as
+            # fresh but that was gone when observed (removed between its age and its look by
+            # a concurrent store) leaves nothing to date it, and would replay forever.
+            if version is None:
+                return f"{self.name} used as fresh but absent: nothing dates it"
             age = now - version[2] / 1e9
             if not 0 <= age < max_age_s:
                 return f"{self.name} written {age:.0f} s ago, not within {max_age_s:g} s"
@@ -327,6 +339,26 @@ class WarmStart:
             log.debug("kernevo: warm start off: the settings read two ways differ")
         return agree
 
+    def inputs_unchanged(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether what decisions depend on is now what this memo was opened under
+        (:func:`fingerprint_material` taken again from ``os.environ`` and ``load``'s keyword
+        ``arguments``, the loader's source files looked at again). The full path asks it once
+        it has read its settings and trust policy and imported its modules, which for a
+        :class:`kernevo.solver.WarmResolver` may be long after :meth:`open` (the first shape the
+        memo lacks): its decisions are recorded under :meth:`open`'s fingerprint, so a variable,
+        key file, lock file or source file changed in between would bind decisions made under
+        the new inputs to the old ones, for a later process under the old ones to replay."""
+        try:
+            now = fingerprint_material(arguments, os.environ, self.gpu, self.settings,
+                                       code=_code_digest())  # fmt: skip
+        except (OSError, ValueError, TypeError) as error:
+            log.debug("kernevo: warm-start memo not written: %s", error)
+            return False
+        changed = sorted(name for name in now if now[name] != self._material.get(name))
+        if changed:
+            log.debug("kernevo: warm-start memo not written: %s changed since load", changed)
+        return not changed
+
     def decision(self, shape: tuple[int, ...]) -> Decision | None:
         """The memo'd decision for ``shape`` if it still holds (module doc: its disk-cache files
         unchanged and fresh enough, its cubin hashing to the memo'd sha256), its reason saying it
@@ -378,7 +410,13 @@ class WarmStart:
         ``files``; for a kernel, ``cubin_file`` is its cubin in the disk cache. A kernel built
         for another arch than the device's (recompiled on load) is not recorded. The memo is
         rewritten at once (the secret created first if there is none); a memo that cannot be
-        written is a DEBUG line, never an error."""
+        written is a DEBUG line, never an error. A shape whose values are not integers
+        (``explain(64.0, 64)``, NaN, an int too long to write) is not recorded: the memo could
+        not read it back, and would be dropped whole."""
+        if _shape_text(shape) is None:
+            log.debug("kernevo: warm-start memo: shape %.80r not recorded (not integers)", shape)
+            return
+        shape = tuple(operator.index(value) for value in shape)
         kernel = None
         if decision.route == "kernel":
             champion = decision.champion
@@ -428,8 +466,12 @@ class WarmStart:
     def _fingerprint(self, secret: bytes) -> dict[str, str]:
         """Each part of the material as an HMAC under ``secret`` (nothing of it, e.g. a token
         in ``KERNEVO_API_TOKEN``, is written in the clear)."""
+        # surrogatepass: os.environ holds undecodable bytes as lone surrogates (surrogateescape),
+        # which strict UTF-8 refuses; this encoding of them stays one-to-one.
         return {
-            name: hmac.new(secret, f"{name}\0{text}".encode(), hashlib.sha256).hexdigest()
+            name: hmac.new(
+                secret, f"{name}\0{text}".encode("utf-8", "surrogatepass"), hashlib.sha256
+            ).hexdigest()
             for name, text in self._material.items()
         }
 
@@ -465,7 +507,9 @@ class WarmStart:
         except (ValueError, RecursionError) as error:
             log.debug("kernevo: warm-start memo %s unreadable: %s", self.memo_file, error)
             return
-        if not hmac.compare_digest(expected, record["mac"]):
+        # Bytes: compare_digest raises TypeError on a str holding anything but ASCII.
+        mac = record["mac"].encode("utf-8", "surrogatepass")
+        if not hmac.compare_digest(expected.encode("ascii"), mac):
             _warn_once(
                 "mac",
                 str(self.memo_file),
@@ -504,7 +548,7 @@ class WarmStart:
             "fingerprint": self._fingerprint(secret),
             "written_at": time.time(),
             "shapes": {
-                ",".join(str(v) for v in shape): entry.to_json()
+                _shape_text(shape): entry.to_json()
                 for shape, entry in sorted(self._entries.items())
             },
         }
@@ -557,13 +601,18 @@ def fingerprint_material(
     environ: Mapping[str, str],
     gpu: GpuInfo,
     settings: WarmSettings,
+    *,
+    code: str | None = None,
 ) -> dict[str, str]:
     """What the full path's decisions depend on, part by part, as text (module doc): the
     ``KERNEVO_*`` ``environment``, ``load``'s ``arguments``, the ``trust`` inputs (file
     digests; a file missing or unreadable is named so), the ``gpu`` identity but its index,
-    and the ``code`` of the loader and its path descriptions."""
-    environment = "\n".join(
-        f"{name}={environ[name]}" for name in sorted(environ) if name.upper().startswith(PREFIX)
+    and the ``code`` of the loader and its path descriptions (default :func:`code_identity`,
+    this process's)."""
+    # JSON, not "name=value" lines: a value holding a line break ("t\nKERNEVO_LOCK_FILE=…")
+    # would read as two variables, the same text as another environment.
+    environment = json.dumps(
+        [[name, environ[name]] for name in sorted(environ) if name.upper().startswith(PREFIX)]
     )
     plain = {name: _plain(value) for name, value in arguments.items()}
     public = settings.key_dir / PUBLIC_KEY_FILE
@@ -573,7 +622,9 @@ def fingerprint_material(
     trust = ["no local key"] if digest == "missing" else [
         f"local key {_owner_mode(settings.key_dir)} {_owner_mode(public)} {digest}"
     ]  # fmt: skip
-    for entry in settings.trusted_keys:
+    # As kernevo.keys.trusted_keys reads them: each entry stripped, empty ones skipped (a path
+    # given with a line break must be digested as the file the full path reads, not a missing one).
+    for entry in filter(None, (text.strip() for text in settings.trusted_keys)):
         if not _RAW_KEY_B64.match(entry):  # a key file (a raw key is in the text already)
             trust.append(f"trusted {entry} {_digest(Path(entry).expanduser(), KEY_FILE_MAX_BYTES)}")
     if settings.lock_file is not None:
@@ -584,7 +635,7 @@ def fingerprint_material(
         "arguments": json.dumps(plain, sort_keys=True),
         "trust": "\n".join(trust),
         "gpu": json.dumps(identity, sort_keys=True),
-        "code": code_identity(),
+        "code": code_identity() if code is None else code,
     }
 
 
@@ -593,7 +644,13 @@ def code_identity() -> str:
     """The sha256 of the name, size and modification time (ns) of every ``.py`` file of the
     ``kernevo`` package and of the path descriptions it launches through (``seeds``, or the
     light wheel's ``kernevo._seeds``): what an upgrade or an edit of the loader or of a path's
-    spec changes. Computed once per process (the modules imported do not change either)."""
+    spec changes. Computed once per process (the modules imported do not change either;
+    :meth:`WarmStart.inputs_unchanged` looks again, :func:`_code_digest`)."""
+    return _code_digest()
+
+
+def _code_digest() -> str:
+    """:func:`code_identity`, the files looked at now."""
     from kernevo.paths import package
 
     roots = {Path(__file__).resolve().parent}
@@ -610,6 +667,16 @@ def code_identity() -> str:
                     info = path.stat()
                     digest.update(f"{path} {info.st_size} {info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def _shape_text(shape: tuple[Any, ...]) -> str | None:
+    """The memo's key of ``shape``: its values as decimal integers joined by ``,`` (what
+    :meth:`WarmStart._read` parses back), or ``None`` when one is not an integer (a float, a
+    NaN) or is too long to write as text (Python's ``int`` to ``str`` digit limit)."""
+    try:
+        return ",".join(str(operator.index(value)) for value in shape)
+    except (TypeError, ValueError):
+        return None
 
 
 def _cache_name(name: str) -> bool:

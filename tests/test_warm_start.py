@@ -12,11 +12,13 @@ A fresh interpreter checks that the replay imports no pydantic, cryptography, ht
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import importlib
 import json
 import logging
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -471,6 +473,404 @@ def test_a_process_losing_the_race_for_the_secret_uses_the_winners(
     assert [p.name for p in (tmp_path / "keys").iterdir()] == [warm_start.SECRET_FILE]
 
 
+# --- attacks: what stops each (each defect found is fixed in kernevo.warm_start / solver) -------
+
+
+def _debug_lines(caplog: pytest.LogCaptureFixture) -> str:
+    return "\n".join(r.getMessage() for r in caplog.records if r.name == "kernevo")
+
+
+def _mac_not_ascii(world: World) -> None:
+    # Found: hmac.compare_digest raised TypeError on it, out of kernevo.load (a cache writer's
+    # way to make every load raise). Now compared as bytes: a MAC that does not match.
+    record = json.loads(world.memo_file.read_text())
+    record["mac"] = "é" * 64
+    world.memo_file.write_text(json.dumps(record))
+
+
+def _mac_lone_surrogate(world: World) -> None:
+    text = world.memo_file.read_text()
+    mac = json.loads(text)["mac"]
+    world.memo_file.write_text(text.replace(mac, "\\ud800" + mac[1:]))
+
+
+def _nan_in_body(world: World) -> None:
+    text = world.memo_file.read_text()
+    world.memo_file.write_text(re.sub(r'"decided_at": [0-9.e+]+', '"decided_at": NaN', text))
+
+
+def _corrupt_json(world: World) -> None:
+    world.memo_file.write_text('{"format": "kernevo.warm-start.v1", "body": {')
+
+
+def _oversized(world: World) -> None:
+    world.memo_file.write_bytes(b" " * (warm_start.MAX_MEMO_BYTES + 1))
+
+
+def _memo_a_directory(world: World) -> None:
+    world.memo_file.unlink()
+    world.memo_file.mkdir()
+
+
+def _memo_a_fifo(world: World) -> None:
+    world.memo_file.unlink()
+    os.mkfifo(world.memo_file)
+
+
+def _memo_a_symlink(world: World) -> None:
+    copy = world.root / "memo-copy.json"  # a memo that would verify, reached through a link
+    world.memo_file.rename(copy)
+    world.memo_file.symlink_to(copy)
+
+
+def _folder_a_file(world: World) -> None:
+    world.memo_file.unlink()
+    world.memo_file.parent.rmdir()
+    world.memo_file.parent.write_text("not a folder")
+
+
+def _secret_a_directory(world: World) -> None:
+    world.secret_file.unlink()
+    world.secret_file.mkdir(mode=0o700)
+
+
+def _secret_a_symlink(world: World) -> None:
+    copy = world.root / "secret-copy"
+    world.secret_file.rename(copy)
+    world.secret_file.symlink_to(copy)
+
+
+def _secret_short(world: World) -> None:
+    world.secret_file.write_bytes(b"short")
+
+
+# Each hostile memo, memo folder or secret, and what stops it (the line logged).
+HOSTILE = {
+    "mac_not_ascii": (_mac_not_ascii, "does not match its MAC"),
+    "mac_lone_surrogate": (_mac_lone_surrogate, "does not match its MAC"),
+    "nan_in_body": (_nan_in_body, "does not match its MAC"),
+    "corrupt_json": (_corrupt_json, "unreadable"),
+    "oversized": (_oversized, f"larger than {warm_start.MAX_MEMO_BYTES} bytes"),
+    "memo_a_directory": (_memo_a_directory, "is not a regular file"),
+    "memo_a_fifo": (_memo_a_fifo, "is not a regular file"),
+    "memo_a_symlink": (_memo_a_symlink, f"unreadable: [Errno {errno.ELOOP}]"),
+    "folder_a_file": (_folder_a_file, f"unreadable: [Errno {errno.ENOTDIR}]"),
+    "secret_a_directory": (_secret_a_directory, "is not a regular file"),
+    "secret_a_symlink": (_secret_a_symlink, f"secret unusable: [Errno {errno.ELOOP}]"),
+    "secret_short": (_secret_short, "holds 5 bytes, not 32"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_memo_or_secret_is_the_full_path_never_an_exception(
+    world: World, spies: Spies, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    spoil, stopped_by = HOSTILE[kind]
+    decide()
+    spoil(world)
+    spies.trust_checks = 0
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        decision = decide()
+
+    assert decision.route == "kernel" and decision.reason.startswith(FROM_CACHE)
+    assert spies.trust_checks == 1
+    assert stopped_by in _debug_lines(caplog)
+
+
+def test_a_variable_of_undecodable_bytes_is_the_full_path_then_replayed(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: os.environ holds bytes that are not UTF-8 as lone surrogates, which the
+    fingerprint's strict encoding refused: with a memo there, ``kernevo.load`` raised
+    UnicodeEncodeError. Now encoded one-to-one (surrogatepass): the fingerprint's
+    ``environment`` part differs, and the next process replays."""
+    decide()
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "token-\udcff")  # the bytes b"token-\xff"
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        assert decide().reason.startswith(FROM_CACHE)
+
+    assert "is for other ['environment']" in _debug_lines(caplog)
+    assert decide().reason.startswith(FROM_MEMO)
+
+
+def test_the_environment_part_cannot_read_two_ways() -> None:
+    """Found: ``name=value`` lines let a value holding a line break pass for two variables,
+    the fingerprint of another environment (here one whose lock file is unset). Now JSON."""
+    settings = warm_start.read_settings({}, {})
+    assert settings is not None
+    one = {"KERNEVO_API_TOKEN": "t\nKERNEVO_LOCK_FILE=/pins.lock"}
+    two = {"KERNEVO_API_TOKEN": "t", "KERNEVO_LOCK_FILE": "/pins.lock"}
+
+    first, second = (
+        warm_start.fingerprint_material({}, env, GPU, settings, code="")["environment"]
+        for env in (one, two)
+    )
+
+    assert first != second
+
+
+def test_a_key_folder_that_is_a_file_is_the_full_path(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    not_a_folder = world.root / "keys-file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(not_a_folder))
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        assert decide().reason.startswith(FROM_CACHE)
+        assert decide().reason.startswith(FROM_CACHE)
+
+    assert "memo not written: no secret" in _debug_lines(caplog)
+    assert not world.memo_file.exists()
+
+
+def test_a_trusted_key_path_given_with_a_line_break_binds_that_file(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: the fingerprint digested ``"<path>\\n"`` (missing) while the full path strips the
+    entry and reads ``<path>``; replacing the key file (revoking the key) kept the memo. Now
+    the trust part follows ``kernevo.keys.trusted_keys``' reading."""
+    monkeypatch.delenv("KERNEVO_TRUSTED_KEYS")
+    read_from_a_file = [f" {world.trusted_key_file}\n"]  # as open(...).read() gives it
+    assert decide(trusted_keys=read_from_a_file).route == "kernel"
+    assert decide(trusted_keys=read_from_a_file).reason.startswith(FROM_MEMO)
+    other = keys.generate_key_pair(world.root / "other")
+    world.trusted_key_file.write_bytes(other.path.with_name(keys.PUBLIC_KEY_FILE).read_bytes())
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        decision = decide(trusted_keys=read_from_a_file)
+
+    assert decision.route == "cublas" and "signed by unknown key" in decision.reason
+    assert "is for other ['trust']" in _debug_lines(caplog)
+
+
+def _toolkit_check_dropped(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KERNEVO_REQUIRE_SAME_TOOLKIT")
+
+
+def _toolkit_check_restored(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNEVO_REQUIRE_SAME_TOOLKIT", "true")
+
+
+def _champion_pinned(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    champion = ChampionKernel.from_payload(json.loads(world.entry.read_text())["payload"], CUBIN)
+    lockfile.write_lock_file(world.root / "kernevo.lock", [champion])
+
+
+def _pin_reverted(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    lockfile.write_lock_file(world.root / "kernevo.lock", [])
+
+
+CODE_DIGEST = warm_start._code_digest
+
+
+def _source_edited(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warm_start, "_code_digest", lambda: "an edited loader")
+
+
+def _source_restored(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warm_start, "_code_digest", CODE_DIGEST)
+
+
+# What changes while a warm-started process runs (before the full path reads its inputs for a
+# shape the memo lacks), what undoes it for the next process, what the full path then says,
+# and the fingerprint part that changed.
+IN_PROCESS = {
+    "variable": (_toolkit_check_dropped, _toolkit_check_restored, "KERNEVO_REQUIRE_SAME_TOOLKIT",
+                 "environment"),
+    "lock_file": (_champion_pinned, _pin_reverted, "not in lock file", "trust"),
+    "loader_source": (_source_edited, _source_restored, None, "code"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(IN_PROCESS))
+def test_inputs_changed_after_load_are_not_recorded_under_its_fingerprint(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """Found: a WarmResolver builds the full resolver on the first shape its memo lacks, maybe
+    long after load took the fingerprint; a decision made under the inputs of then was recorded
+    under load's fingerprint, and a later process under load's inputs replayed it (a kernel its
+    KERNEVO_REQUIRE_SAME_TOOLKIT or lock file refuses). Now ``WarmStart.inputs_unchanged``."""
+    change, undo, refusal, part = IN_PROCESS[kind]
+    if kind == "variable":
+        monkeypatch.setenv("KERNEVO_REQUIRE_SAME_TOOLKIT", "true")
+    if kind == "lock_file":
+        _pin_reverted(world, monkeypatch)
+        monkeypatch.setenv("KERNEVO_LOCK_FILE", str(world.root / "kernevo.lock"))
+    decide(100, 100)  # a decision of no champion: the memo holds something
+    solver = kernevo.load("trsm", "float64")
+    assert solver.explain(100, 100).reason.startswith(FROM_MEMO)
+
+    change(world, monkeypatch)
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        meanwhile = solver.explain(64, 64)
+    undo(world, monkeypatch)
+
+    assert meanwhile.route == "kernel"  # decided under the changed inputs
+    assert f"memo not written: ['{part}'] changed since load" in _debug_lines(caplog)
+    assert list(json.loads(world.memo_file.read_text())["body"]["shapes"]) == ["100,100"]
+    after = decide()
+    assert not after.reason.startswith(FROM_MEMO)
+    if refusal is not None:
+        assert after.route == "cublas" and refusal in after.reason
+
+
+def test_a_file_used_as_fresh_but_gone_when_observed_does_not_replay_past_the_max_age(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: the 404 marker dated fresh, then removed (a concurrent store) before the resolver
+    observed it, was recorded fresh but absent; the entry, read whatever its age, was recorded
+    not fresh: nothing dated the replay, which went on past the max age. Now a file used as
+    fresh must be there (``CacheFile.change``)."""
+    two_hours_ago = time.time() - 2 * 3600
+    os.utime(world.entry, (two_hours_ago, two_hours_ago))
+    dated = ChampionCache.absent_age_s
+    monkeypatch.setattr(ChampionCache, "absent_age_s", lambda self, key, now=None: 5.0)
+    decision = decide()
+    monkeypatch.setattr(ChampionCache, "absent_age_s", dated)
+    assert decision.route == "kernel" and "no champion on service 5 s ago" in decision.reason
+    files = json.loads(world.memo_file.read_text())["body"]["shapes"]["64,64"]["files"]
+    assert [(f["name"].rsplit(".", 1)[1], f["version"], f["fresh"]) for f in files][0] == (
+        "absent", None, True
+    )  # fmt: skip
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        later = decide()
+
+    assert not later.reason.startswith(FROM_MEMO)
+    assert "m64n64.absent used as fresh but absent" in _debug_lines(caplog)
+
+
+def test_a_shape_of_odd_values_is_not_recorded_and_the_memo_stays_readable(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: ``explain(32.0, 16)`` was recorded as ``"32.0,16"``, which the next process could
+    not parse: its whole memo was dropped (no warm start for any shape). Now only integers."""
+    decide(64, 64)
+    solver = kernevo.load("trsm", "float64")
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        for shape in [(32.0, 16), (float("nan"), 16), (float("inf"), 16)]:
+            solver.explain(*shape)
+    solver.explain(np.int64(16), np.int64(8))  # an integer, as NumPy gives it
+
+    assert "shape (32.0, 16) not recorded (not integers)" in _debug_lines(caplog)
+    shapes = json.loads(world.memo_file.read_text())["body"]["shapes"]
+    assert sorted(shapes) == ["16,8", "64,64"]
+    again = kernevo.load("trsm", "float64")
+    assert again.explain(64, 64).reason.startswith(FROM_MEMO)
+    assert again.explain(16, 8).reason.startswith(FROM_MEMO)
+
+
+def test_a_memo_copied_from_another_dtype_or_gpu_is_not_replayed(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped already: another dtype's memo has this process's fingerprint (it holds no op
+    nor dtype) and a MAC under this secret, and is refused by the body's op/dtype/GPU check;
+    another GPU's by the fingerprint's ``gpu`` part."""
+    float32 = world.memo_file.with_name(f"trsm.float32.{GPU.key}.json")
+    decide(100, 100, dtype="float32")  # no path serves it: recorded from no file at all
+    other_gpu = replace(GPU, key="nvidia-b200", name="NVIDIA B200", arch="sm_100")
+    monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: other_gpu)
+    decide(100, 100)
+    monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: GPU)
+    b200 = world.memo_file.with_name(f"trsm.float64.{other_gpu.key}.json")
+
+    for copied, stopped_by in [(float32, "is another problem's"), (b200, "is for other ['gpu']")]:
+        world.memo_file.write_bytes(copied.read_bytes())
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="kernevo"):
+            decision = decide(100, 100)
+        assert not decision.reason.startswith(FROM_MEMO), copied
+        assert stopped_by in _debug_lines(caplog), copied
+
+
+def test_the_bytes_launched_are_the_bytes_hashed_though_the_cubin_is_swapped_after(
+    world: World, fake_driver: type[FakeDriver]
+) -> None:
+    """Stopped already: the memo's cubin is read once, hashed and passed on as bytes; a swap
+    of the file between the replay's hash and the launch does not reach the driver."""
+    decide()
+    solver = kernevo.load("trsm", "float64")
+    assert solver.explain(64, 64).reason.startswith(FROM_MEMO)  # read and hashed here
+    world.cubin_file.write_bytes(b"\x7fELF swapped after the hash")
+
+    a, b, x = problem(64, 64)
+    solver(a, b)
+
+    assert fake_driver.built == [CUBIN]
+    np.testing.assert_allclose(b, x, rtol=1e-12)
+
+
+def _cubin_through_a_link(world: World) -> str:
+    copy = world.root / "cubin-copy"  # the same bytes, reached through a symbolic link
+    world.cubin_file.rename(copy)
+    world.cubin_file.symlink_to(copy)
+    return "cubin unreadable"
+
+
+def _entry_through_a_link(world: World) -> str:
+    copy = world.root / "entry-copy.json"
+    world.entry.rename(copy)
+    world.entry.symlink_to(copy)
+    return "m64n64.json changed since the decision"
+
+
+@pytest.mark.parametrize("link", [_cubin_through_a_link, _entry_through_a_link],
+                         ids=lambda link: link.__name__.strip("_"))  # fmt: skip
+def test_a_disk_cache_file_swapped_for_a_link_is_not_replayed(
+    world: World, caplog: pytest.LogCaptureFixture, link: Any
+) -> None:
+    """Stopped already: a cache file is looked at itself (``lstat``; the cubin opened with
+    ``O_NOFOLLOW``), as the full path reads it, even where the link leads to the same bytes."""
+    decide()
+    stopped_by = link(world)
+
+    with caplog.at_level(logging.DEBUG, logger="kernevo"):
+        decision = decide()
+
+    assert decision.route == "cublas" and "symbolic link" in decision.reason
+    assert stopped_by in _debug_lines(caplog)
+
+
+def test_warm_start_off_opens_neither_memo_nor_secret(
+    world: World, monkeypatch: pytest.MonkeyPatch, spies: Spies
+) -> None:
+    decide()
+    memo, secret = world.memo_file.read_bytes(), world.secret_file.read_bytes()
+    monkeypatch.setenv("kernevo_warm_start", "off")  # any case, as pydantic-settings reads
+    opened: list[Path] = []
+    real_open = os.open
+
+    def recording_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(Path(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    spies.trust_checks = 0
+
+    assert decide().reason.startswith(FROM_CACHE) and spies.trust_checks == 1
+    assert not {world.memo_file, world.secret_file} & set(opened)
+    assert opened  # the full path's own reads went through the spy
+    assert (world.memo_file.read_bytes(), world.secret_file.read_bytes()) == (memo, secret)
+
+
+def test_two_processes_writing_the_memo_leave_the_last_writers_whole(world: World) -> None:
+    """Two processes that opened the memo before either wrote it: each writes its own decisions
+    whole (atomically), the last one stays and verifies; the other's shape is decided the full
+    way again by the next process, and added."""
+    first, second = (WarmStart.open("trsm", "float64", GPU, {}) for _ in range(2))
+    assert first is not None and second is not None
+    kernevo.solver._full_resolver("trsm", "float64", {}, GPU, first).resolve(64, 64)
+    kernevo.solver._full_resolver("trsm", "float64", {}, GPU, second).resolve(100, 100)
+
+    solver = kernevo.load("trsm", "float64")
+    assert solver.explain(100, 100).reason.startswith(FROM_MEMO)
+    assert not solver.explain(64, 64).reason.startswith(FROM_MEMO)
+    assert decide(64, 64).reason.startswith(FROM_MEMO)
+
+
 # --- the full path's constants, mirrored without importing it ----------------------------------
 
 
@@ -486,6 +886,7 @@ def test_the_defaults_the_warm_start_reads_raw_are_the_full_paths() -> None:
     assert warm_start.KEY_FILE_MAX_BYTES == keys.KEY_FILE_MAX_BYTES
     assert warm_start.LOCK_FILE_MAX_BYTES == lockfile.LOCK_FILE_MAX_BYTES
     assert warm_start.MAX_CUBIN_BYTES == MAX_CUBIN_BYTES
+    assert warm_start._RAW_KEY_B64.pattern == keys._RAW_KEY_B64.pattern
 
 
 # --- a fresh interpreter: what the warm start imports ------------------------------------------
