@@ -5,7 +5,8 @@ Each layer keeps its own pydantic-settings class (``db.settings``, ``api.setting
 *names* what they read, plus the variables read outside those classes (the evaluator's job
 context, the compile cache, the CLI's debug switch, the test suite's, docker compose's).
 It imports nothing but the standard library, so the loader can use it without OpenEvolve,
-FastAPI or SQLAlchemy.
+FastAPI or SQLAlchemy; ``difflib`` and ``ipaddress`` only when a check needs them, so that the
+warm start (:mod:`kernevo.warm_start`, which reads :data:`BOOLEAN_TRUE` here) pays for neither.
 
 At start (``kernevo`` main, ``kernevo serve``, the loader's first settings) the environment is
 checked: a ``KERNEVO_*`` name not in the catalogue (a typo silently falls back to a default:
@@ -16,8 +17,6 @@ application, logs each once as a warning on the ``"kernevo"`` logger.
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,11 +46,25 @@ class Variable:
     default: str
     expects: str
     secret: bool = False
+    boolean: bool = False
 
 
 def _v(name: str, read_by: str, meaning: str, default: str, expects: str, **kw: Any) -> Variable:
     return Variable(PREFIX + name, read_by, meaning, default, expects, **kw)
 
+
+# The spellings of a boolean variable, any case: pydantic's own (the settings classes parse
+# KERNEVO_TRUST_LOCAL_KEY and the other booleans with it), so that the variables read outside
+# them (KERNEVO_WARM_START, KERNEVO_DEBUG: parse_boolean) take exactly the same values.
+BOOLEAN_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+BOOLEAN_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+BOOLEAN_EXPECTS = "true or false (also 1/0, yes/no, on/off, t/f, y/n; any case)"
+
+# The shortest configured token accepted (KERNEVO_API_TOKEN): 32 characters of
+# ``secrets.token_urlsafe(32)`` carry 192 bits, far past guessing; a one-letter token would be
+# one anyone could guess. The service (api/settings.py) and the loader (kernevo/settings.py)
+# apply the same rule (token_problem).
+MIN_TOKEN_LENGTH = 32
 
 _LOADER = "kernevo/settings.py"
 _EVOLVER = "evolver/settings.py"
@@ -71,7 +84,7 @@ CATALOGUE: tuple[Variable, ...] = (
         "a configured API token with the write scope, beside those `kernevo token create` "
         "makes; clients (`kernevo jobs --api-url`, `kernevo cancel --api-url`, the loader) send it",
         "unset: only the database's tokens",
-        "a token string of at least 32 characters",
+        f"a token string of at least {MIN_TOKEN_LENGTH} characters",
         secret=True,
     ),
     _v(
@@ -80,7 +93,8 @@ CATALOGUE: tuple[Variable, ...] = (
         "`true`: the best-kernel, manifest and champions endpoints need a read token like "
         "every other /v1 read",
         "false: open",
-        "true or false",
+        BOOLEAN_EXPECTS,
+        boolean=True,
     ),
     _v(
         "API_URL",
@@ -131,7 +145,8 @@ CATALOGUE: tuple[Variable, ...] = (
         _LOADER,
         "trust the local public key when only this user can write it",
         "true",
-        "true or false",
+        BOOLEAN_EXPECTS,
+        boolean=True,
     ),
     _v(
         "LOCK_FILE",
@@ -146,7 +161,8 @@ CATALOGUE: tuple[Variable, ...] = (
         "route to cuBLAS a champion verified under another NVIDIA driver, CUDA driver API or "
         "NVRTC version (or an unknown one) instead of serving it with that stated",
         "false",
-        "true or false",
+        BOOLEAN_EXPECTS,
+        boolean=True,
     ),
     _v(
         "WARM_START",
@@ -155,7 +171,8 @@ CATALOGUE: tuple[Variable, ...] = (
         "process made the full way, replayed without re-running the trust checks while their "
         "inputs are unchanged)",
         "true",
-        "true or false (1 or 0)",
+        BOOLEAN_EXPECTS,
+        boolean=True,
     ),
     _v(
         "LLM_BASE_URL",
@@ -263,9 +280,10 @@ CATALOGUE: tuple[Variable, ...] = (
     _v(
         "DEBUG",
         "kernevo/cli.py",
-        "`1`: the CLI prints the traceback after its one-line error",
-        "unset",
-        "1",
+        "true: the CLI prints the traceback after its one-line error",
+        "false",
+        BOOLEAN_EXPECTS,
+        boolean=True,
     ),
     _v(
         "TEST_POSTGRES_URL",
@@ -333,6 +351,8 @@ _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 def host_problem(host: str) -> str | None:
     """Why ``host`` is neither an IP address nor an RFC 1123 host name, or ``None`` if it is."""
+    import ipaddress
+
     if not host:
         return "empty host"
     try:
@@ -384,16 +404,74 @@ def http_url_problem(url: str) -> str | None:
     return host_problem(parts.hostname)
 
 
+def service_id(url: str) -> str:
+    """The service ``url`` names, as the loader's disk cache records where an answer came from:
+    the URL without its user part (credentials, or a token given as ``https://TOKEN@host``,
+    are never written to disk) and without a trailing ``/``. Two URLs with the same id name the
+    same service; text that is not a URL is returned stripped of a trailing ``/`` only."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/?#]*@", "//", url).rstrip("/")
+    hostport = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=hostport)).rstrip("/")
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` (``KERNEVO_API_TOKEN``) is refused, or ``None``: shorter than
+    :data:`MIN_TOKEN_LENGTH` characters. The message never quotes the token."""
+    if len(token) >= MIN_TOKEN_LENGTH:
+        return None
+    return (
+        f"a configured token must be at least {MIN_TOKEN_LENGTH} characters, not {len(token)} "
+        "(make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    )
+
+
+def boolean_value(value: str) -> bool | None:
+    """``value`` of a boolean variable as a bool (:data:`BOOLEAN_TRUE`, :data:`BOOLEAN_FALSE`,
+    any case, as pydantic parses the settings classes' booleans), or ``None`` when it is
+    neither."""
+    lowered = value.lower()
+    if lowered in BOOLEAN_TRUE:
+        return True
+    if lowered in BOOLEAN_FALSE:
+        return False
+    return None
+
+
+def parse_boolean(name: str, value: str | None, default: bool) -> bool:
+    """The boolean variable ``name`` whose value is ``value`` (``None``: unset, ``default``).
+    The CLI's ``KERNEVO_DEBUG`` and the warm start's ``KERNEVO_WARM_START`` are read with it.
+
+    Raises:
+        SettingsError: anything but :data:`BOOLEAN_TRUE` or :data:`BOOLEAN_FALSE` (an empty
+            value too), one line naming the variable and its value.
+    """
+    if value is None:
+        return default
+    parsed = boolean_value(value)
+    if parsed is None:
+        raise SettingsError(
+            f"{echo(name, value)}: expected {BOOLEAN_EXPECTS}", check="bool_parsing", name=name
+        )
+    return parsed
+
+
 @dataclass(frozen=True)
 class EnvironmentProblem:
     """One finding of :func:`check_environment`, naming the check that made it."""
 
-    check: Literal["unknown_variable", "empty_value", "set_twice"]
+    check: Literal["unknown_variable", "empty_value", "set_twice", "not_boolean"]
     name: str
     message: str
 
 
 def _looks_like_ours(upper: str) -> bool:
+    import difflib
+
     if upper.startswith(PREFIX):
         return True
     return upper.startswith("KERN") and bool(
@@ -404,6 +482,8 @@ def _looks_like_ours(upper: str) -> bool:
 def _closest(upper: str) -> str | None:
     """The known name closest to ``upper``; past a correct prefix only the rest is compared
     (the shared ``KERNEVO_`` alone would make every name look close)."""
+    import difflib
+
     if upper.startswith(PREFIX):
         rests = {name.removeprefix(PREFIX): name for name in NAMES}
         close = difflib.get_close_matches(
@@ -433,6 +513,8 @@ def check_environment(
       closest known name (difflib).
     - ``empty_value``: a known variable set to an empty or blank value (pydantic-settings would
       read ``KERNEVO_WORK_DIR=`` as the current folder, ``KERNEVO_GPU=`` as a parse error).
+    - ``not_boolean``: a boolean variable (:attr:`Variable.boolean`) set to anything but
+      :data:`BOOLEAN_TRUE` or :data:`BOOLEAN_FALSE` (``KERNEVO_WARM_START=abc``).
     - ``set_twice``: one variable set under two spellings (``KERNEVO_GPU`` and ``kernevo_gpu``:
       pydantic-settings matches names case-insensitively, which one wins is unspecified).
 
@@ -460,6 +542,12 @@ def check_environment(
                     name,
                     f"{name} is set but empty; unset it for the default "
                     f"({_BY_NAME[upper].default}) or set {_BY_NAME[upper].expects}",
+                )
+            )
+        elif _BY_NAME[upper].boolean and boolean_value(environ[name]) is None:
+            problems.append(
+                EnvironmentProblem(
+                    "not_boolean", name, f"{echo(name, environ[name])}: expected {BOOLEAN_EXPECTS}"
                 )
             )
     for upper, names in sorted(spellings.items()):

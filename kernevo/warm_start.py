@@ -8,9 +8,12 @@ every champion's trust checks passed or refused, the kernel or the fallback chos
 decision rests on the disk cache alone, it records it here (:meth:`WarmStart.record`): the
 route, path, bucket, reason, the paths compared, and for a kernel what its launch needs
 (program id, arch, kernel names, the cubin file and its sha256). One memo file per (op, dtype,
-GPU) beside the disk cache::
+GPU and secret) beside the disk cache::
 
-    <cache root>/warm-start/<op>.<dtype>.<gpu key>.json
+    <cache root>/warm-start/<op>.<dtype>.<gpu key>.<secret id>.json
+
+(the secret id, :func:`secret_id`: a short MAC of a fixed label under the secret below, so that
+processes of two key folders sharing one disk cache each keep their own memo)
 
     {"format": "kernevo.warm-start.v1",
      "body": {"op", "dtype", "gpu", "fingerprint": {part: hex}, "written_at",
@@ -46,8 +49,8 @@ served without asking the service, a remembered 404) are there and younger than
 to the memo'd sha256. Anything missing, stale, mismatched or unreadable is a miss: the full
 path, as without a memo, with one DEBUG line on the ``"kernevo"`` logger; a MAC that does not
 verify (compared as bytes, whatever the file holds) logs a WARNING once (the memo was tampered
-with or the secret changed), and the full path rewrites the memo. ``KERNEVO_WARM_START=0`` turns
-the memo off: nothing read, nothing written.
+with: a memo of another secret has another file name), and the full path rewrites the memo.
+``KERNEVO_WARM_START=0`` turns the memo off: nothing read, nothing written.
 
 Why this is as safe as the full path (docs/CONTRACTS.md, "Warm start"): someone who can write
 the cache folder but not read the key folder cannot forge a memo (the MAC); someone who can read
@@ -111,6 +114,8 @@ MAX_AGE_LIMIT_S = 7 * 24 * 3600.0
 
 PREFIX = "KERNEVO_"
 SWITCH = "KERNEVO_WARM_START"
+# kernevo.environment.BOOLEAN_FALSE and BOOLEAN_TRUE, the spellings every boolean KERNEVO_*
+# variable takes (copied, not imported: that module costs the warm start ~5 ms).
 _OFF = frozenset({"0", "false", "f", "no", "n", "off"})
 _ON = frozenset({"1", "true", "t", "yes", "y", "on"})
 # A plain name: a GPU key, op, dtype, path, bucket, or a part of a cache file's name.
@@ -279,6 +284,7 @@ class WarmStart:
         self.dtype = dtype
         self.gpu = gpu
         self.settings = settings
+        # Named once the secret is known (memo_name): until then, a path no memo has.
         self.memo_file = settings.cache_dir / FOLDER / f"{op}.{dtype}.{gpu.key}.json"
         self._material = dict(material)
         self._lock = threading.Lock()
@@ -297,12 +303,14 @@ class WarmStart:
         """The memo for ``op`` in ``dtype`` on ``gpu`` (a :class:`kernevo.device.GpuInfo`) under
         ``load``'s keyword ``arguments`` and ``environ`` (default ``os.environ``), its decisions
         read when the MAC and fingerprint hold (:meth:`holds_decisions`). ``None`` when the warm
-        start is off (``KERNEVO_WARM_START=0``) or cannot stand for the full path: a max age
+        start is off (``KERNEVO_WARM_START=0``) or cannot stand for the full path: a
+        ``KERNEVO_WARM_START`` that is not a boolean (the full path refuses it), a max age
         that is 0 or does not parse (the full path reports it), one ``KERNEVO_*`` variable set
         under two spellings, a name that is not plain. Never raises.
         """
         environ = os.environ if environ is None else environ
         variables = _variables(environ)
+        # Off, or a value that is not a boolean: the full path's settings refuse that one.
         if variables is None or not _switched_on(variables.get(SWITCH)):
             return None
         if not isinstance(gpu, GpuInfo) or not all(
@@ -454,6 +462,7 @@ class WarmStart:
             if secret is None:
                 return
             self._secret = secret
+            self.memo_file = self._memo_file(secret)
             self._entries[shape] = entry
             while len(self._entries) > MAX_SHAPES:
                 oldest = min(self._entries, key=lambda s: self._entries[s].decided_at)
@@ -462,6 +471,14 @@ class WarmStart:
                 self._write(secret)
             except (OSError, ValueError) as error:
                 log.debug("kernevo: warm-start memo %s not written: %s", self.memo_file, error)
+
+    def _memo_file(self, secret: bytes) -> Path:
+        """The memo's file under ``secret``: ``<cache root>/warm-start/<op>.<dtype>.<gpu
+        key>.<secret id>.json`` (:func:`secret_id`), so that two key folders sharing one disk
+        cache keep a memo each instead of overwriting each other's (and a MAC that does not
+        verify means the file was changed, not that another folder's secret wrote it)."""
+        name = f"{self.op}.{self.dtype}.{self.gpu.key}.{secret_id(secret)}.json"
+        return self.settings.cache_dir / FOLDER / name
 
     def _fingerprint(self, secret: bytes) -> dict[str, str]:
         """Each part of the material as an HMAC under ``secret`` (nothing of it, e.g. a token
@@ -485,6 +502,7 @@ class WarmStart:
         if self._secret is None:
             log.debug("kernevo: no warm-start secret yet in %s", self.settings.key_dir)
             return
+        self.memo_file = self._memo_file(self._secret)
         try:
             record = json.loads(read_regular_file(self.memo_file, MAX_MEMO_BYTES))
         except FileNotFoundError:
@@ -514,7 +532,7 @@ class WarmStart:
                 "mac",
                 str(self.memo_file),
                 f"kernevo: the warm-start memo {self.memo_file} does not match its MAC (changed "
-                "by someone else, or the secret in the key folder changed); deciding the full "
+                "by someone else since this key folder's secret wrote it); deciding the full "
                 "way and rewriting it",
             )
             return
@@ -559,6 +577,13 @@ class WarmStart:
     def _miss(self, shape: tuple[int, ...], why: str) -> None:
         log.debug("kernevo: warm-start memo not used for %s: %s", shape, why)
         return None
+
+
+def secret_id(secret: bytes) -> str:
+    """A short id of ``secret`` for the memo's file name: the first 16 hex digits of the
+    HMAC-SHA256, keyed by the secret, of a fixed label (64 bits tell a user's few key folders
+    apart; the id says nothing of the secret, being a MAC under it)."""
+    return hmac.new(secret, b"kernevo warm-start memo name", hashlib.sha256).hexdigest()[:16]
 
 
 def read_settings(
@@ -711,16 +736,19 @@ def _variables(environ: Mapping[str, str]) -> dict[str, str] | None:
     return found
 
 
-def _switched_on(value: str | None) -> bool:
-    """``KERNEVO_WARM_START``: unset or true (``1``, ``true``, ``yes``, ``on``) turns the warm
-    start on, false (``0``, ``false``, ``no``, ``off``) off; anything else is off, with a
-    warning once."""
-    if value is None or value.strip().lower() in _ON:
+def _switched_on(value: str | None) -> bool | None:
+    """``KERNEVO_WARM_START``: unset or true (``1``, ``true``, ``yes``, ``on``, … any case)
+    turns the warm start on, false (``0``, ``false``, ``no``, ``off``, …) off; ``None`` for
+    any other value, which the full path's settings refuse (``SettingsError``), so the warm
+    start declines rather than guess."""
+    if value is None:
         return True
-    if value.strip().lower() not in _OFF:
-        _warn_once("switch", value, f"kernevo: {SWITCH}={value[:40]!r}: expected true or "
-                   "false (1 or 0); warm start off")  # fmt: skip
-    return False
+    lowered = value.lower()
+    if lowered in _ON:
+        return True
+    if lowered in _OFF:
+        return False
+    return None
 
 
 def _read_secret(key_dir: Path) -> bytes | None:

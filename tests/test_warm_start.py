@@ -36,10 +36,11 @@ import kernevo
 import kernevo.solver
 import kernevo.trust
 import kernevo.warm_start as warm_start
-from kernevo import keys, lockfile
+from kernevo import environment, keys, lockfile
 from kernevo.cache import ChampionCache
 from kernevo.client import MAX_CUBIN_BYTES, ChampionKernel, ChampionKey
 from kernevo.decision import Decision
+from kernevo.environment import SettingsError
 from kernevo.paths import package
 from kernevo.settings import LoaderSettings
 from kernevo.warm_start import CacheFile, MemoKernel, WarmStart
@@ -63,7 +64,9 @@ class World:
 
     @property
     def memo_file(self) -> Path:
-        return self.cache.root / "warm-start" / f"trsm.float64.{GPU.key}.json"
+        """The float64 memo under this world's secret (named by its id; the secret must exist)."""
+        secret_id = warm_start.secret_id(self.secret_file.read_bytes())
+        return self.cache.root / "warm-start" / f"trsm.float64.{GPU.key}.{secret_id}.json"
 
     @property
     def secret_file(self) -> Path:
@@ -429,17 +432,55 @@ def test_warm_start_off_reads_and_writes_no_memo(
     decide()
     decide()
 
-    assert not world.memo_file.exists() and not world.secret_file.exists()
+    assert not (world.cache.root / "warm-start").exists() and not world.secret_file.exists()
     assert spies.trust_checks == 2
 
 
-def test_an_unknown_switch_value_is_off_with_a_warning(
+@pytest.mark.parametrize("value", ["perhaps", "abc", "-1", " true", ""])
+def test_a_switch_value_that_is_not_a_boolean_is_refused_by_the_settings(
+    world: World, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Check: ``_switched_on`` declines (``open`` is ``None``: no memo read), and the full path's
+    ``LoaderSettings.warm_start`` field raises the one-line ``SettingsError``."""
+    monkeypatch.setenv("KERNEVO_WARM_START", value)
+    assert WarmStart.open("trsm", "float64", GPU, {}) is None
+    with pytest.raises(SettingsError) as info:
+        kernevo.load("trsm", "float64")
+    assert info.value.name == "KERNEVO_WARM_START"
+    assert str(info.value).startswith(f"KERNEVO_WARM_START={value!r}: ")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on", "T", "y"])
+def test_every_true_spelling_of_the_switch_turns_it_on(
+    world: World, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("KERNEVO_WARM_START", value)
+    assert WarmStart.open("trsm", "float64", GPU, {}) is not None
+
+
+def test_the_switch_takes_the_spellings_of_every_other_boolean() -> None:
+    """One spelling set: the warm start's copy is the catalogue's (pydantic's own)."""
+    assert warm_start._ON == environment.BOOLEAN_TRUE
+    assert warm_start._OFF == environment.BOOLEAN_FALSE
+
+
+def test_two_key_folders_sharing_one_cache_each_keep_a_warm_memo(
     world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv("KERNEVO_WARM_START", "perhaps")
+    """Check: the memo's file name carries ``secret_id`` of the secret, so a process of another
+    key folder neither reads (no false MAC warning) nor overwrites this folder's memo."""
+    other_keys = world.root / "other-keys"
     with caplog.at_level(logging.WARNING, logger="kernevo"):
-        assert WarmStart.open("trsm", "float64", GPU, {}) is None
-    assert "KERNEVO_WARM_START='perhaps': expected true or false" in caplog.text
+        for _ in range(2):
+            for key_dir in (world.root / "keys", other_keys):
+                monkeypatch.setenv("KERNEVO_KEY_DIR", str(key_dir))
+                decide()
+        for key_dir in (world.root / "keys", other_keys):
+            monkeypatch.setenv("KERNEVO_KEY_DIR", str(key_dir))
+            assert decide().reason.startswith(FROM_MEMO)
+    assert "does not match its MAC" not in caplog.text
+    assert len(list((world.cache.root / "warm-start").glob("trsm.float64.*.json"))) == 2
 
 
 def test_a_secret_others_can_read_turns_the_warm_start_off(
@@ -586,7 +627,7 @@ def test_a_variable_of_undecodable_bytes_is_the_full_path_then_replayed(
     UnicodeEncodeError. Now encoded one-to-one (surrogatepass): the fingerprint's
     ``environment`` part differs, and the next process replays."""
     decide()
-    monkeypatch.setenv("KERNEVO_API_TOKEN", "token-\udcff")  # the bytes b"token-\xff"
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "token-" + "x" * 32 + "\udcff")  # ends in byte 0xff
 
     with caplog.at_level(logging.DEBUG, logger="kernevo"):
         assert decide().reason.startswith(FROM_CACHE)
@@ -623,7 +664,7 @@ def test_a_key_folder_that_is_a_file_is_the_full_path(
         assert decide().reason.startswith(FROM_CACHE)
 
     assert "memo not written: no secret" in _debug_lines(caplog)
-    assert not world.memo_file.exists()
+    assert not (world.cache.root / "warm-start").exists()
 
 
 def test_a_trusted_key_path_given_with_a_line_break_binds_that_file(
@@ -769,13 +810,14 @@ def test_a_memo_copied_from_another_dtype_or_gpu_is_not_replayed(
     """Stopped already: another dtype's memo has this process's fingerprint (it holds no op
     nor dtype) and a MAC under this secret, and is refused by the body's op/dtype/GPU check;
     another GPU's by the fingerprint's ``gpu`` part."""
-    float32 = world.memo_file.with_name(f"trsm.float32.{GPU.key}.json")
     decide(100, 100, dtype="float32")  # no path serves it: recorded from no file at all
+    secret_id = warm_start.secret_id(world.secret_file.read_bytes())
+    float32 = world.memo_file.with_name(f"trsm.float32.{GPU.key}.{secret_id}.json")
     other_gpu = replace(GPU, key="nvidia-b200", name="NVIDIA B200", arch="sm_100")
     monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: other_gpu)
     decide(100, 100)
     monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: GPU)
-    b200 = world.memo_file.with_name(f"trsm.float64.{other_gpu.key}.json")
+    b200 = world.memo_file.with_name(f"trsm.float64.{other_gpu.key}.{secret_id}.json")
 
     for copied, stopped_by in [(float32, "is another problem's"), (b200, "is for other ['gpu']")]:
         world.memo_file.write_bytes(copied.read_bytes())
