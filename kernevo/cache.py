@@ -4,7 +4,7 @@ Layout under the cache root, one folder per (GPU key, path, dtype)::
 
     <root>/<gpu>/<path>/<dtype>/<shape_bucket>.json   metadata + the sha256 of that metadata
     <root>/<gpu>/<path>/<dtype>/<cubin_sha256>.cubin  the verified cubin, named by its hash
-    <root>/<gpu>/<path>/<dtype>/<shape_bucket>.absent empty: the service had no champion (404)
+    <root>/<gpu>/<path>/<dtype>/<shape_bucket>.absent the service (its id) had no champion (404)
 
 (and ``<root>/warm-start/``, the loader's warm-start memo, :mod:`kernevo.warm_start`, which
 records which of these files a decision read; :meth:`ChampionCache.stored_keys` never sees it).
@@ -12,9 +12,18 @@ records which of these files a decision read; :meth:`ChampionCache.stored_keys` 
 The ``.absent`` marker is a negative entry (DNS's negative caching, RFC 2308): its modification
 time says when the service last answered "no champion" for the key, so that a loader starting
 within ``KERNEVO_CACHE_MAX_AGE_S`` of that answer does not ask again (:mod:`kernevo.resolver`).
-It is empty, so there is nothing in it to parse or to tamper with; at worst an edited date makes
-the loader skip one question to the service for a while and use cuBLAS or the cached champion,
-never run a kernel. Storing a champion for the key removes it.
+It holds only the service's id (below), nothing that can run; at worst an edited date or id
+makes the loader skip one question to the service for a while and use cuBLAS or the cached
+champion, never run a kernel. Storing a champion for the key removes it.
+
+Both are bound to the service that answered: an entry records ``"service"`` beside its payload
+and a marker holds it as its text, the service URL without its user part
+(:func:`kernevo.environment.service_id`: no credentials on disk). A cache is opened for one
+service (:attr:`ChampionCache.service`); the resolver uses an entry or a marker as fresh only
+when it records that service (:attr:`CacheLookup.service`, :meth:`ChampionCache.absent_service`),
+so that a 404 from a wrong ``KERNEVO_API_URL`` is not remembered once the URL is fixed, and a
+champion cached from one service is not served as fresh to a loader pointed at another. An
+entry or marker written before the field existed records no service: another service's.
 
 Both files are written to a temporary file in the same folder and then ``os.replace``d into
 place, so a reader sees the old file or the new one, never half of one (CuPy's compiler cache
@@ -64,10 +73,13 @@ MAX_ENTRY_BYTES = MAX_METADATA_BYTES
 
 @dataclass(frozen=True)
 class CacheLookup:
-    """A cache read: the champion on a hit, ``None`` on a miss; ``detail`` says which and why."""
+    """A cache read: the champion on a hit, ``None`` on a miss; ``detail`` says which and why;
+    ``service`` the service id the entry records (``None``: none, an entry of an older loader,
+    or a miss)."""
 
     champion: ChampionKernel | None
     detail: str
+    service: str | None = None
 
 
 def payload_sha256(payload: dict[str, Any]) -> str:
@@ -81,11 +93,19 @@ def payload_sha256(payload: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class ChampionCache:
-    """Content-addressed champion store rooted at ``root`` (created on first write)."""
+MAX_MARKER_BYTES = 8192
+"""The largest negative entry read: a service id (a URL of at most
+:data:`kernevo.environment.URL_MAX` characters)."""
 
-    def __init__(self, root: Path) -> None:
+
+class ChampionCache:
+    """Content-addressed champion store rooted at ``root`` (created on first write), whose
+    writes record ``service`` (the id of the service the answers come from,
+    :func:`kernevo.environment.service_id`; ``""`` for a cache used without one)."""
+
+    def __init__(self, root: Path, service: str = "") -> None:
         self.root = Path(root).expanduser()
+        self.service = service
 
     def folder(self, key: ChampionKey) -> Path:
         """The folder holding ``key``'s entries: ``<root>/<gpu>/<path>/<dtype>``.
@@ -129,8 +149,22 @@ class ChampionCache:
         """
         return _age_s(self.absent_file(key), now)
 
+    def absent_service(self, key: ChampionKey) -> str | None:
+        """The service id ``key``'s negative entry records, or ``None`` when there is none or
+        it cannot be read (a symbolic link, a FIFO, oversized, not UTF-8: no service's). An
+        empty marker, of a loader before markers named their service, is ``""``.
+
+        Raises:
+            ValueError: a key part is not a plain name (a bug in the caller).
+        """
+        try:
+            return read_regular_file(self.absent_file(key), MAX_MARKER_BYTES).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def remember_absent(self, key: ChampionKey) -> Path:
-        """Record, dated now, that the service has no champion for ``key``; returns the marker.
+        """Record, dated now, that :attr:`service` has no champion for ``key``; returns the
+        marker.
 
         Raises:
             OSError: the cache folder cannot be created or written.
@@ -138,7 +172,7 @@ class ChampionCache:
         """
         marker = self.absent_file(key)
         marker.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(marker, b"")
+        write_atomically(marker, self.service.encode("utf-8"))
         return marker
 
     def load(self, key: ChampionKey) -> CacheLookup:
@@ -198,7 +232,12 @@ class ChampionCache:
         got = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
         if got != key:
             return CacheLookup(None, "disk cache: entry belongs to another key")
-        return CacheLookup(champion, f"champion program {champion.program_id} from disk cache")
+        service = record.get("service")
+        return CacheLookup(
+            champion,
+            f"champion program {champion.program_id} from disk cache",
+            service if isinstance(service, str) else None,
+        )
 
     def stored_keys(self) -> list[ChampionKey]:
         """Every key with an entry file under the root (``<gpu>/<path>/<dtype>/<bucket>.json``),
@@ -212,8 +251,9 @@ class ChampionCache:
         return found
 
     def store(self, champion: ChampionKernel) -> Path:
-        """Write ``champion`` (cubin first, then metadata) atomically and drop the key's
-        negative entry (the service has a champion now); returns the entry file.
+        """Write ``champion`` (cubin first, then metadata, recording :attr:`service`) atomically
+        and drop the key's negative entry (the service has a champion now); returns the entry
+        file.
 
         Raises:
             OSError: the cache folder cannot be created or written.
@@ -226,7 +266,12 @@ class ChampionCache:
         if not _holds(cubin_file, champion.cubin_sha256):
             write_atomically(cubin_file, champion.cubin)
         payload = champion.to_payload()
-        record = {"format": FORMAT, "payload_sha256": payload_sha256(payload), "payload": payload}
+        record = {
+            "format": FORMAT,
+            "payload_sha256": payload_sha256(payload),
+            "payload": payload,
+            "service": self.service,
+        }
         entry = self.entry_file(key)
         write_atomically(entry, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"))
         self.absent_file(key).unlink(missing_ok=True)

@@ -24,6 +24,9 @@ of questions for a shape, each answered once and remembered:
       KERNEVO_CACHE_MAX_AGE_S=3600; service not asked)"``). This is HTTP's ``max-age``
       freshness, chosen by the loader since the service sends no ``Cache-Control``: a champion
       promoted meanwhile reaches this loader once the entry is older. ``0`` skips this step.
+      Only an entry cached from the service this loader asks counts as fresh (the disk cache
+      records each entry's service, :attr:`kernevo.cache.ChampionCache.service`): one from
+      another ``KERNEVO_API_URL``, or from a loader that recorded none, is treated as older.
    b. Otherwise (no entry, an older one, one dated ahead of the clock, or a fresh one that was
       refused) the service is asked, naming the path (``path=``); a champion it sends that is
       admitted is written to the disk cache. When the service answers that it has no champion
@@ -35,10 +38,13 @@ of questions for a shape, each answered once and remembered:
       starts from the disk cache alone. Only a 404 is remembered: an unreachable service or a
       bad answer says nothing about the champion, and is asked again by the next process. The
       same max-age bounds both answers: a champion promoted meanwhile reaches this loader once
-      the negative entry is older.
+      the negative entry is older. A negative entry of another service (or one that records
+      none) is not remembered for this one: the service is asked, so that fixing a wrong
+      ``KERNEVO_API_URL`` (a server answering 404 to everything) takes effect at once.
    c. If the service is unreachable, has none (404, asked or remembered), sends something
       unusable or a champion that is refused, the disk cache answers whatever the age of its
-      entry; if it has nothing usable either, cuBLAS.
+      entry, and whichever service it was cached from (the reason then says ``cached from
+      service <url>``); if it has nothing usable either, cuBLAS.
 3. Is the shape inside the champion's verified envelope? If not, cuBLAS.
 4. Was the champion verified under this device's NVIDIA driver, CUDA driver API and NVRTC
    versions (its certificate against :class:`kernevo.device.GpuInfo`)? If one differs, the
@@ -296,12 +302,19 @@ class Resolver:
         # replays this answer only while they are so (kernevo.warm_start).
         seen: list[CacheFile] = []
         early = None
+        # The service another service's entry came from: said in the reason when it serves.
+        elsewhere = ""
         age = self._fresh_age(key)
         if age is not None:
             seen.append(self._observe(key, fresh=True))
             early = self._read_cache(key)
             lookup, refusal = early
-            if lookup.champion is not None and refusal is None:
+            if lookup.champion is not None and not self._ours(lookup.service):
+                # Cached from another service (or by a loader that did not record one): as an
+                # entry older than the max age, asked about first (question 2a).
+                seen[-1] = replace(seen[-1], fresh=False)
+                elsewhere = _another_service(lookup.service)
+            elif lookup.champion is not None and refusal is None:
                 reason = (
                     f"{lookup.detail} (written {age:.0f} s ago, within "
                     f"KERNEVO_CACHE_MAX_AGE_S={self._cache_max_age_s:g}; service not asked)"
@@ -353,8 +366,16 @@ class Resolver:
                 f"{lookup.champion.program_id}: {refusal.detail}"
             )
             return _Acquired(None, reason, tuple(refusals), files)
-        reason = f"{lookup.detail} ({service_reason})"
+        if early is None and not self._ours(lookup.service):
+            elsewhere = _another_service(lookup.service)
+        reason = f"{lookup.detail}{elsewhere} ({service_reason})"
         return _Acquired(lookup.champion, reason, tuple(refusals), files)
+
+    def _ours(self, service: str | None) -> bool:
+        """Whether a disk-cache entry or negative entry recording ``service`` came from the
+        service this resolver asks (:attr:`kernevo.cache.ChampionCache.service`)."""
+        assert self._cache is not None
+        return service == self._cache.service
 
     def _observe(self, key: ChampionKey, *, fresh: bool, absent: bool = False) -> CacheFile:
         """``key``'s disk-cache entry (``absent``: its negative entry) as it is now, ``fresh``
@@ -367,12 +388,16 @@ class Resolver:
         """Seconds since ``key``'s disk-cache entry (``absent``: its negative entry, question
         2b) was written when that is under ``cache_max_age_s`` (question 2a), else ``None``: no
         cache, the rule off, no entry, an older one, or one dated ahead of the clock (a clock
-        set back or a touched file: the service is asked rather than trusting the date)."""
+        set back or a touched file: the service is asked rather than trusting the date), or a
+        negative entry of another service. (An entry's service is in the file, which
+        :meth:`_acquire` reads next.)"""
         if self._cache is None or self._cache_max_age_s <= 0:
             return None
         age = self._cache.absent_age_s(key) if absent else self._cache.entry_age_s(key)
         if age is None or not 0 <= age < self._cache_max_age_s:
             return None
+        if absent and not self._ours(self._cache.absent_service(key)):
+            return None  # another service's 404 (or an older loader's): ask this one
         return age
 
     def _read_cache(self, key: ChampionKey) -> tuple[CacheLookup, Refusal | None]:
@@ -421,6 +446,14 @@ class Resolver:
             log.warning("kernevo: could not write the disk cache: %s", error)
             return False
         return True
+
+
+def _another_service(service: str | None) -> str:
+    """The clause a reason adds for a champion cached from another service than the one asked
+    (``service``: the id its entry records, ``None`` or ``""`` when it records none)."""
+    if not service:
+        return ", cached by a loader that did not record its service"
+    return f", cached from service {printable(service, 120)}"
 
 
 def _compared(served: Any, decision: Decision, measured: Any, *, chosen: bool) -> Compared:

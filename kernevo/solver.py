@@ -572,6 +572,7 @@ def _full_resolver(
     """
     from kernevo.cache import ChampionCache
     from kernevo.client import service_fetcher
+    from kernevo.environment import service_id
     from kernevo.resolver import Resolver
     from kernevo.settings import LoaderSettings
     from kernevo.trust import policy_from_settings
@@ -593,7 +594,7 @@ def _full_resolver(
             timeout_s=settings.request_timeout_s,
             token=settings.api_token.get_secret_value() if settings.api_token else None,
         ),
-        cache=ChampionCache(settings.cache_dir),
+        cache=ChampionCache(settings.cache_dir, service=service_id(settings.api_url)),
         trust=trust,
         cache_max_age_s=settings.cache_max_age_s,
         warm_start=memo,

@@ -61,10 +61,12 @@ def serving(program_id: int) -> FakeFetcher:
     )
 
 
-def cached(tmp_path: Path, age_s: float, entry: ChampionKernel | None = None) -> ChampionCache:
-    """A disk cache holding ``entry`` (default program 17), its entry file dated ``age_s``
-    seconds ago (negative: ahead of the clock)."""
-    cache = ChampionCache(tmp_path / "cache")
+def cached(
+    tmp_path: Path, age_s: float, entry: ChampionKernel | None = None, service: str = ""
+) -> ChampionCache:
+    """A disk cache of ``service`` holding ``entry`` (default program 17), its entry file dated
+    ``age_s`` seconds ago (negative: ahead of the clock)."""
+    cache = ChampionCache(tmp_path / "cache", service=service)
     written = cache.store(entry if entry is not None else champion())
     when = time.time() - age_s
     os.utime(written, (when, when))
@@ -244,7 +246,7 @@ print(json.dumps({
 
 
 def test_load_from_a_fresh_cache_entry_never_imports_the_http_client(tmp_path: Path) -> None:
-    cached(tmp_path, 1.0)
+    cached(tmp_path, 1.0, service="http://127.0.0.1:9")
     trusted = base64.b64encode(public_raw_of(SIGNER)).decode()
     gpu = {"index": 0, "name": GPU.name, "key": GPU.key, "arch": GPU.arch}
     # Port 9 (discard) on the loopback address: nothing listens there on a test machine, and

@@ -186,7 +186,9 @@ def test_the_scripts_second_process_replays_the_memo_the_first_wrote(
     variables, replays it and imports none of the full path's modules."""
     script = _script()
     key = generate_key_pair(tmp_path / "keys")
-    ChampionCache(tmp_path / "cache").store(
+    url = script.closed_port_url()
+    # Stored for the service the measuring processes name: only its entries are fresh.
+    ChampionCache(tmp_path / "cache", service=url).store(
         script.seed_champion(GPU, "float64", b"\x7fELF stand-in cubin", key, "12.8")
     )
     fakes = tmp_path / "fakes"
@@ -201,7 +203,6 @@ def test_the_scripts_second_process_replays_the_memo_the_first_wrote(
     gpu["nvidia_driver_version"] = "580.95.05"
     # Read by the sitecustomize above; not a KERNEVO_ name, which the script would remove.
     monkeypatch.setenv("LOADER_STARTUP_FAKE_GPU", json.dumps(gpu))
-    url = script.closed_port_url()
 
     first = script.measure(tmp_path, "float64", "first", url)
     warm = script.measure(tmp_path, "float64", "warm", url)

@@ -50,6 +50,8 @@ HEAVY = ("pydantic", "pydantic_settings", "cryptography", "httpx", "asyncio")
 FROM_MEMO = "warm-start memo (decided "
 FROM_CACHE = "champion program 17 from disk cache (written "
 TOKEN = "a-read-token-that-must-never-be-written-in-the-clear"
+# Port 9 (discard) on the loopback: nothing listens there; most decisions never ask.
+SERVICE = "http://127.0.0.1:9"
 
 
 @dataclass
@@ -80,7 +82,8 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     signer = keys.generate_key_pair(tmp_path / "signer")
-    cache = ChampionCache(tmp_path / "cache")
+    # Entries of the service KERNEVO_API_URL names (below): only those are fresh for the loader.
+    cache = ChampionCache(tmp_path / "cache", service=SERVICE)
     entry = cache.store(
         ChampionKernel.from_payload(champion_json(signer=signer.private_key), CUBIN)
     )
@@ -88,8 +91,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.setenv("KERNEVO_CACHE_DIR", str(cache.root))
     monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", str(trusted))
-    # Port 9 (discard) on the loopback: nothing listens there; most decisions never ask.
-    monkeypatch.setenv("KERNEVO_API_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("KERNEVO_API_URL", SERVICE)
     monkeypatch.setattr(kernevo.solver, "current_gpu", lambda: GPU)
     return World(tmp_path, cache, entry, trusted, signer)
 
@@ -767,10 +769,12 @@ def test_a_file_used_as_fresh_but_gone_when_observed_does_not_replay_past_the_ma
     fresh must be there (``CacheFile.change``)."""
     two_hours_ago = time.time() - 2 * 3600
     os.utime(world.entry, (two_hours_ago, two_hours_ago))
-    dated = ChampionCache.absent_age_s
+    dated, named = ChampionCache.absent_age_s, ChampionCache.absent_service
     monkeypatch.setattr(ChampionCache, "absent_age_s", lambda self, key, now=None: 5.0)
+    monkeypatch.setattr(ChampionCache, "absent_service", lambda self, key: SERVICE)
     decision = decide()
     monkeypatch.setattr(ChampionCache, "absent_age_s", dated)
+    monkeypatch.setattr(ChampionCache, "absent_service", named)
     assert decision.route == "kernel" and "no champion on service 5 s ago" in decision.reason
     files = json.loads(world.memo_file.read_text())["body"]["shapes"]["64,64"]["files"]
     assert [(f["name"].rsplit(".", 1)[1], f["version"], f["fresh"]) for f in files][0] == (
