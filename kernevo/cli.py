@@ -592,14 +592,19 @@ def _api_url(given: str | None) -> str:
     return (given or LoaderSettings().api_url).rstrip("/")
 
 
-def _error_detail(response: Any) -> str:
-    """The ``detail`` of an error answer as one line: a text, or FastAPI's list of
-    ``{loc, msg}`` as ``query.m: msg; …``; the body itself when it is not that JSON."""
+def _error_detail(body: bytes) -> str | None:
+    """The ``detail`` of a kernevo service's error body as one line: a text, or FastAPI's list
+    of ``{loc, msg}`` as ``query.m: msg; …``; ``None`` when the body is not that JSON (an empty
+    body, a proxy's page, another server's answer)."""
+    import json
+
     try:
-        body = response.json()
-    except ValueError:
-        body = None
-    detail = body.get("detail", body) if isinstance(body, dict) else response.text
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("detail"), str | list):
+        return None
+    detail = document["detail"]
     if isinstance(detail, list):
         detail = "; ".join(
             f"{'.'.join(str(part) for part in item.get('loc', []))}: {item.get('msg', '')}"
@@ -619,29 +624,107 @@ def _auth_headers() -> dict[str, str]:
     return {} if token is None else {"Authorization": f"Bearer {token}"}
 
 
-def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
-    """GET ``url`` (with ``KERNEVO_API_TOKEN`` as the bearer token when set) and decode JSON;
-    any failure becomes a one-line ``CliError``."""
-    import httpx
+# The CLI's deadline for one request when KERNEVO_REQUEST_TIMEOUT_S is not set: someone at a
+# terminal waits longer than a loader's first call (the variable's 2 s default), and a service
+# listing jobs from a busy database may take seconds. Whole request, not per read.
+CLI_REQUEST_TIMEOUT_S = 10.0
+
+
+def _request_timeout_s() -> float:
+    """The deadline of one request of the CLI: ``KERNEVO_REQUEST_TIMEOUT_S`` when set (checked
+    with the environment), else :data:`CLI_REQUEST_TIMEOUT_S`."""
+    from kernevo.settings import LoaderSettings
+
+    settings = LoaderSettings()
+    if "request_timeout_s" in settings.model_fields_set:
+        return float(settings.request_timeout_s)
+    return CLI_REQUEST_TIMEOUT_S
+
+
+def _service_request(
+    method: str,
+    url: str,
+    *,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    json_body: Any = None,
+) -> Any:
+    """Send one request to a kernevo service (``kernevo.http_get.request``: the whole request
+    within :func:`_request_timeout_s`, the body at most ``kernevo.client.MAX_RESPONSE_BYTES``)
+    and return the answer (``kernevo.http_get.Answer``) when its status is below 300 or an
+    error whose body is the service's own JSON error (the caller words those).
+
+    Raises:
+        CliError: one line: unreachable, no complete answer in time, a body over the cap, a
+            redirect (never followed), or an error status without a kernevo error body.
+    """
+    from kernevo import http_get
+    from kernevo.client import MAX_RESPONSE_BYTES
 
     shown = without_credentials(url)  # a user:password@ in KERNEVO_API_URL stays out of lines
+    timeout_s = _request_timeout_s()
     try:
-        response = httpx.get(url, params=params, headers=_auth_headers(), timeout=10.0)
-    except httpx.HTTPError as error:
+        answer = http_get.request(
+            method,
+            url,
+            timeout_s=timeout_s,
+            max_bytes=MAX_RESPONSE_BYTES,
+            params=params,
+            headers=headers,
+            json_body=json_body,
+        )
+    except http_get.UnreachableError as error:
+        raise CliError(f"service at {shown} is unreachable ({error})") from None
+    except http_get.TooLateError:
         raise CliError(
-            f"service at {shown} is unreachable ({type(error).__name__}: {error})"
+            f"service at {shown}: no complete answer within {timeout_s:g} s "
+            "(KERNEVO_REQUEST_TIMEOUT_S)"
         ) from None
-    if response.status_code == 401:  # no token, or one the service does not know
+    except http_get.TooLargeError as error:
+        raise CliError(f"service at {shown}: {error}") from None
+    if 300 <= answer.status_code < 400:
+        target = without_credentials(answer.headers.get("location", "nowhere"))
         raise CliError(
-            f"401 from {shown}: {_error_detail(response)}; set KERNEVO_API_TOKEN to a read "
+            f"{answer.status_code} redirect from {shown} to {target}: not followed; point "
+            "KERNEVO_API_URL (or --api-url) at the service itself"
+        )
+    if answer.status_code >= 400 and _error_detail(answer.body) is None:
+        raise CliError(
+            f"{answer.status_code} from {shown} with no kernevo error body: is "
+            "KERNEVO_API_URL (or --api-url) a kernevo service?"
+        )
+    return answer
+
+
+def _json_of(answer: Any, url: str) -> Any:
+    """The JSON document of a successful answer from ``url``.
+
+    Raises:
+        CliError: the body is not JSON.
+    """
+    import json
+
+    try:
+        return json.loads(answer.body)
+    except (ValueError, RecursionError):
+        raise CliError(
+            f"service at {without_credentials(url)} answered with something that is not JSON"
+        ) from None
+
+
+def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
+    """GET ``url`` (with ``KERNEVO_API_TOKEN`` as the bearer token when set) and decode JSON
+    (:func:`_service_request`); any failure becomes a one-line ``CliError``."""
+    shown = without_credentials(url)
+    answer = _service_request("GET", url, params=params, headers=_auth_headers())
+    if answer.status_code == 401:  # no token, or one the service does not know
+        raise CliError(
+            f"401 from {shown}: {_error_detail(answer.body)}; set KERNEVO_API_TOKEN to a read "
             "token ('kernevo token create --scope read' on the service's database)"
         )
-    if response.status_code >= 400:
-        raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
-    try:
-        return response.json()
-    except ValueError:
-        raise CliError(f"service at {shown} answered with something that is not JSON") from None
+    if answer.status_code >= 400:
+        raise CliError(f"{answer.status_code} from {shown}: {_error_detail(answer.body)}")
+    return _json_of(answer, url)
 
 
 # What a field missing from a service's answer, or of the wrong type, raises where it is read.
@@ -1044,8 +1127,6 @@ def _cancel_line(job_id: int, outcome: str) -> str:
 
 
 def _cancel_through_service(base: str, job_id: int) -> int:
-    import httpx
-
     from api.settings import ApiSettings
 
     token = ApiSettings().token()
@@ -1053,25 +1134,17 @@ def _cancel_through_service(base: str, job_id: int) -> int:
         raise CliError("cancel through the service needs KERNEVO_API_TOKEN (the bearer token)")
     url = f"{base}/v1/jobs/{job_id}"
     shown = without_credentials(url)
-    try:
-        response = httpx.patch(
-            url,
-            json={"state": "cancelled"},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10.0,
-        )
-    except httpx.HTTPError as error:
-        raise CliError(
-            f"service at {shown} is unreachable ({type(error).__name__}: {error})"
-        ) from None
-    if response.status_code in (404, 409):  # the database route's own line: job N is …
-        raise CliError(_error_detail(response))
-    if response.status_code >= 400:
-        raise CliError(f"{response.status_code} from {shown}: {_error_detail(response)}")
-    try:
-        body = response.json()
-    except ValueError:
-        raise CliError(f"service at {shown} answered with something that is not JSON") from None
+    answer = _service_request(
+        "PATCH",
+        url,
+        json_body={"state": "cancelled"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    if answer.status_code in (404, 409):  # the database route's own line: job N is …
+        raise CliError(str(_error_detail(answer.body)))
+    if answer.status_code >= 400:
+        raise CliError(f"{answer.status_code} from {shown}: {_error_detail(answer.body)}")
+    body = _json_of(answer, url)
     if not isinstance(body, dict):
         raise _malformed(url, TypeError(f"expected the job, not {type(body).__name__}"))
     outcome = body.get("outcome")

@@ -22,8 +22,6 @@ import binascii
 import functools
 import hashlib
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kernevo import http_get
 from kernevo.paths import ops
 from kernevo.paths import ops_spec as _op_spec
 from kernevo.text import printable
@@ -461,60 +460,53 @@ def fetch_champion(
     ``key.gpu``.
 
     Sends ``GET {api_url}/v1/kernels/best?op=&dtype=&gpu=&<shape parameters>&path=`` (trsm:
-    ``…&m=&n=&path=``) and returns within
+    ``…&m=&n=&path=``) through :func:`kernevo.http_get.request` and returns within
     ``timeout_s`` seconds (``KERNEVO_REQUEST_TIMEOUT_S``) for the whole fetch: connecting,
-    sending, the headers and the body. httpx's timeouts bound each read, not the request (a
-    server sending a byte a second never trips them), so the fetch runs in a daemon thread the
-    caller waits for at most ``timeout_s``; the thread stops reading the body at its first chunk
-    past the deadline. A step it cannot interrupt (name resolution, headers trickling in a byte
-    at a time) keeps only that daemon thread, never the caller, until the server stops sending
-    or one read waits as long as was left of ``timeout_s``. The body is streamed and refused
-    past :data:`MAX_RESPONSE_BYTES`. ``transport`` replaces the network (tests pass an
-    ``httpx.MockTransport``). ``token``: sent as ``Authorization: Bearer <token>`` (a service
-    with ``KERNEVO_API_KERNELS_REQUIRE_READ=true`` answers 401 without a read token).
+    sending, the headers and the body (that module says how a trickling server is cut off).
+    The body is streamed and refused past :data:`MAX_RESPONSE_BYTES`. ``transport`` replaces
+    the network (tests pass an ``httpx.MockTransport``). ``token``: sent as ``Authorization:
+    Bearer <token>`` (a service with ``KERNEVO_API_KERNELS_REQUIRE_READ=true`` answers 401
+    without a read token).
 
     Never raises for a network or service failure: returns ``unreachable`` (transport error, or
-    no complete answer within ``timeout_s``), ``not_found`` (404), ``invalid`` (another status,
-    a body over the cap, not JSON, nested too deep, or not a champion for ``key``) or
-    ``sha256_mismatch``.
+    no complete answer within ``timeout_s``), ``not_found`` (a 404 with the service's own JSON
+    error body, :func:`service_error`), ``invalid`` (another 404 or status, a body over the
+    cap, not JSON, nested too deep, or not a champion for ``key``) or ``sha256_mismatch``.
     """
     # Imported and built before the deadline starts: neither is the service's delay.
     _http()
     verify = tls_context(needs_ca=_may_use_tls(api_url))
-    deadline = time.monotonic() + timeout_s
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
     # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
     # the resolver compares the paths itself, among the champions it trusts.
     params = {"op": op, "dtype": key.dtype, "gpu": key.gpu, **shape, "path": key.path}
-    outcome: list[FetchOutcome] = []
-
-    def run() -> None:
-        try:
-            outcome.append(
-                _fetch_until(url, params, key, deadline, timeout_s, transport, token, verify)
-            )
-        except Exception as error:
-            # An exception in a thread would only be printed, and the caller would report a
-            # timeout instead: hand it over as the reason the fetch failed.
-            detail = printable(f"{type(error).__name__}: {error}")
-            outcome.append(FetchOutcome("invalid", f"fetch failed: {detail}"))
-
-    worker = threading.Thread(target=run, name="kernevo-fetch", daemon=True)
-    worker.start()
-    worker.join(max(deadline - time.monotonic(), 0.0))
-    if not outcome:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    try:
+        answer = http_get.request(
+            "GET",
+            url,
+            timeout_s=timeout_s,
+            max_bytes=MAX_RESPONSE_BYTES,
+            params=params,
+            headers=headers,
+            transport=transport,
+            verify=verify,
+        )
+    except http_get.TooLateError:
         return FetchOutcome("unreachable", _late(timeout_s))
-    return outcome[0]
+    except http_get.TooLargeError as error:
+        return FetchOutcome("invalid", _too_large(error.how))
+    except http_get.UnreachableError as error:
+        return FetchOutcome("unreachable", f"service unreachable: {printable(str(error))}")
+    except Exception as error:
+        detail = printable(f"{type(error).__name__}: {error}")
+        return FetchOutcome("invalid", f"fetch failed: {detail}")
+    return _outcome(answer, key)
 
 
 def _http() -> ModuleType:
-    """httpx, imported on first use (module doc), with httpcore: httpx imports it only when
-    its first client is built (~120 ms more on the CI machine), which would otherwise be in
-    the first fetch's deadline."""
-    import httpcore  # noqa: F401 - imported for its import time, see above
-    import httpx
-
-    return httpx
+    """httpx, imported on first use (module doc), with httpcore (``kernevo.http_get._http``)."""
+    return http_get._http()  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -542,51 +534,42 @@ def _may_use_tls(api_url: str) -> bool:
     return api_url.lower().startswith("https:") or bool(urllib.request.getproxies())
 
 
-class _BodyRefusedError(Exception):
-    """The body was not read to its end: ``outcome`` says why (too large, or too late)."""
-
-    def __init__(self, outcome: FetchOutcome) -> None:
-        super().__init__(outcome.detail)
-        self.outcome = outcome
+# Starlette's answer to a URL no route matches: a kernevo service under another base URL, not
+# "no champion" for the key asked.
+_NO_ROUTE = "Not Found"
 
 
-def _fetch_until(
-    url: str,
-    params: Mapping[str, str | int],
-    key: ChampionKey,
-    deadline: float,
-    timeout_s: float,
-    transport: httpx.BaseTransport | None,
-    token: str | None,
-    verify: ssl.SSLContext,
-) -> FetchOutcome:
-    """One fetch that stops at ``deadline`` (``time.monotonic()``) or past the size cap, over
-    the TLS context ``verify`` (:func:`tls_context`)."""
-    httpx = _http()
-    # A timeout of 0 would make the socket non-blocking (an instant failure), not "time's up".
-    timeout = httpx.Timeout(max(deadline - time.monotonic(), 1e-3))
-    # The service does not compress; asking for none keeps a compressed body from growing
-    # many times over in one decoded chunk before the cap is checked.
-    headers = {"Accept-Encoding": "identity"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
+def service_error(body: bytes) -> str | None:
+    """The ``detail`` text of the service's own JSON error body (``{"detail": "<text>"}``, as
+    ``api.routes.kernels`` raises it for a key without a champion), or ``None`` for any other
+    body: empty, not JSON, another shape, or Starlette's ``"Not Found"`` for an unknown URL."""
     try:
-        with (
-            httpx.Client(timeout=timeout, transport=transport, verify=verify) as client,
-            client.stream("GET", url, params=params, headers=headers) as response,
-        ):
-            body = _read_body(response, deadline, timeout_s)
-    except _BodyRefusedError as refused:
-        return refused.outcome
-    except (httpx.HTTPError, httpx.InvalidURL) as error:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("detail"), str):
+        return None
+    detail = document["detail"]
+    return None if detail == _NO_ROUTE else detail
+
+
+def _outcome(answer: http_get.Answer, key: ChampionKey) -> FetchOutcome:
+    """The :class:`FetchOutcome` of a complete answer (``kernevo.http_get.Answer``). A 404 is
+    "no champion" (remembered by the loader's disk cache) only with the service's own error
+    body (:func:`service_error`): another server's 404, or a kernevo service under another base
+    URL, is an unusable answer, asked again next time."""
+    body = answer.body
+    if answer.status_code == 404:
+        if service_error(body) is not None:
+            return FetchOutcome("not_found", f"no champion on service (404: {_detail(body)})")
         return FetchOutcome(
-            "unreachable", f"service unreachable: {type(error).__name__}: {printable(str(error))}"
+            "invalid",
+            "bad service response: HTTP 404 without the service's JSON error body (is "
+            f"KERNEVO_API_URL a kernevo service?): {_detail(body)}",
         )
-    if response.status_code == 404:
-        return FetchOutcome("not_found", f"no champion on service (404: {_detail(body)})")
-    if response.status_code != 200:
+    if answer.status_code != 200:
         return FetchOutcome(
-            "invalid", f"bad service response: HTTP {response.status_code}: {_detail(body)}"
+            "invalid", f"bad service response: HTTP {answer.status_code}: {_detail(body)}"
         )
     try:
         document = json.loads(body)
@@ -595,27 +578,6 @@ def _fetch_until(
     except RecursionError:
         return FetchOutcome("invalid", "bad service response: JSON nested too deep")
     return parse_champion(document, key)
-
-
-def _read_body(response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
-    """The body of ``response``, read chunk by chunk.
-
-    Raises:
-        _BodyRefusedError: the body exceeds :data:`MAX_RESPONSE_BYTES` (``invalid``; as soon as
-            ``Content-Length`` says so, else once that much arrived) or is not complete by
-            ``deadline`` (``unreachable``).
-    """
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
-        raise _BodyRefusedError(FetchOutcome("invalid", _too_large(f"Content-Length {declared}")))
-    body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
-        if len(body) > MAX_RESPONSE_BYTES:
-            raise _BodyRefusedError(FetchOutcome("invalid", _too_large("stopped reading")))
-        if time.monotonic() > deadline:
-            raise _BodyRefusedError(FetchOutcome("unreachable", _late(timeout_s)))
-    return bytes(body)
 
 
 def _too_large(how: str) -> str:

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -119,11 +119,20 @@ def test_cancel_says_the_same_through_the_service_and_on_the_database(
     database route printed "was already cancelled": the service now says which."""
     import httpx
 
-    def patch(url: str, **kwargs: object) -> httpx.Response:
-        kwargs.pop("timeout", None)
-        return api_client.patch(url.removeprefix("http://kernevo.test"), **kwargs)  # type: ignore[arg-type]
+    from kernevo import http_get
 
-    monkeypatch.setattr(httpx, "patch", patch)
+    real = http_get.request
+
+    def app_answer(request: httpx.Request) -> httpx.Response:
+        answered = api_client.request(
+            request.method, request.url.path, content=request.content, headers=request.headers
+        )
+        return httpx.Response(answered.status_code, content=answered.content)
+
+    def through_the_app(method: str, url: str, **kwargs: Any) -> http_get.Answer:
+        return real(method, url, **{**kwargs, "transport": httpx.MockTransport(app_answer)})
+
+    monkeypatch.setattr(http_get, "request", through_the_app)
     if ending == "cancelled":
         job_id = _enqueue(engine)
     elif ending == "missing":

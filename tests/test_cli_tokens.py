@@ -108,15 +108,21 @@ def test_the_cli_sends_kernevo_api_token_to_the_service(
 ) -> None:
     import httpx
 
+    from kernevo import http_get
+
     seen: list[dict[str, str]] = []
+    real = http_get.request
 
-    def fake_get(url: str, **kwargs: Any) -> httpx.Response:
-        seen.append(dict(kwargs.get("headers") or {}))
-        return httpx.Response(200, json=[], request=httpx.Request("GET", url))
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append({k: v for k, v in request.headers.items() if k == "authorization"})
+        return httpx.Response(200, json=[])
 
-    monkeypatch.setattr(httpx, "get", fake_get)
+    def fake_request(method: str, url: str, **kwargs: Any) -> http_get.Answer:
+        return real(method, url, **{**kwargs, "transport": httpx.MockTransport(answer)})
+
+    monkeypatch.setattr(http_get, "request", fake_request)
     assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
     monkeypatch.setenv("KERNEVO_API_TOKEN", "kvt_client-0123456789-abcdefghijklmn")
     assert main(["jobs", "--api-url", "http://127.0.0.1:9"]) == 0
-    assert seen == [{}, {"Authorization": "Bearer kvt_client-0123456789-abcdefghijklmn"}]
+    assert seen == [{}, {"authorization": "Bearer kvt_client-0123456789-abcdefghijklmn"}]
     assert capsys.readouterr().out == "no jobs\nno jobs\n"
