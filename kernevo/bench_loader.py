@@ -42,6 +42,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -52,8 +53,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernevo.files import write_atomically
 from kernevo.paths import ops, registry
 from kernevo.paths import package as seeds_package
+from kernevo.text import printable
 
 OP = "trsm"  # the one op this benchmark measures (its raw launch and cuBLAS are trsm's)
 DEFAULT_SHAPES = ((16, 16), (32, 32), (48, 48), (64, 64))
@@ -114,7 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=shape_arg,
         default=list(DEFAULT_SHAPES),
         metavar="MxN",
-        help="problem shapes, A m×m and B m×n (default 16x16 32x32 48x48 64x64)",
+        help="problem shapes, A m×m and B m×n, m and n 1..2147483647 (default 16x16 32x32 "
+        "48x48 64x64)",
     )
     parser.add_argument(
         "--calls",
@@ -140,7 +144,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve each path's seed kernel compiled here instead of the service's champions "
         "(no service, cache or keys needed; nothing is verified)",
     )
-    parser.add_argument("--json", type=Path, help="also write the results to this file (JSON)")
+    parser.add_argument(
+        "--json",
+        type=json_path_arg,
+        metavar="PATH",
+        help="also write the results to this file (JSON; its folder must exist and be writable)",
+    )
+
+
+def json_path_arg(text: str) -> Path:
+    """An argparse type for ``--json``: a file path whose folder exists and is writable, checked
+    when the arguments are parsed, so that a typo is a usage error (exit 2) before minutes of
+    measurement rather than a traceback after them.
+
+    Raises:
+        argparse.ArgumentTypeError: empty, an existing folder, or a folder that is missing, not
+            a folder, or not writable by this process.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file path, not an empty string")
+    path = Path(text).expanduser()
+    folder = path.parent
+    shown = printable(str(path), 300)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{shown!r} is a folder, not a file to write")
+    if not folder.exists():
+        raise argparse.ArgumentTypeError(f"{shown!r}: no such folder {printable(str(folder))!r}")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{shown!r}: {printable(str(folder))!r} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{shown!r}: folder {printable(str(folder))!r} is not writable"
+        )
+    return path
+
+
+def write_json(path: Path, results: Sequence[ShapeResult]) -> None:
+    """Write ``results`` to ``path`` as a JSON list, atomically (``kernevo.files``): a reader,
+    or a run stopped mid-write, never sees a torn file. Mode 0644, as a plain file written by
+    this user would have under the usual umask.
+
+    Raises:
+        OSError: the folder cannot be written (it was checked when parsed; it may change since).
+    """
+    data = json.dumps([asdict(item) for item in results], indent=1) + "\n"
+    write_atomically(path, data.encode(), mode=0o644)
 
 
 @dataclass(frozen=True)
@@ -494,7 +542,7 @@ def run(args: argparse.Namespace, out: Any = None) -> list[ShapeResult]:
             results.append(result)
             print("\n".join(result.lines()), file=out, flush=True)
     if args.json is not None:
-        args.json.write_text(json.dumps([asdict(item) for item in results], indent=1) + "\n")
+        write_json(args.json, results)
     return results
 
 
