@@ -192,6 +192,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     from evolver.progress import ConsoleWriter
     from evolver.runner import ResumeOptionError, resume_job, start_job
     from evolver.settings import EvolverSettings
+    from evolver.store import open_store
 
     settings_args: dict[str, Any] = {}
     if args.work_dir is not None:
@@ -235,6 +236,9 @@ def _evolve_job(args: argparse.Namespace) -> int:
                 "--iterations extends it, and --gpu moves it to another GPU of the same model)"
             )
         job_id = None if args.resume == "latest" else int(args.resume)
+        # A job to resume lives in an existing database: a missing SQLite file is said as such
+        # (as 'kernevo jobs' says it), never created and migrated only to find no job in it.
+        open_store(database_url, create=False).dispose()
         try:
             outcome = resume_job(
                 job_id,

@@ -348,6 +348,22 @@ def test_wrong_database_url_is_one_line(tmp_path: Path) -> None:
 
 
 def test_resume_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
+    """A resume against a database file that does not exist says so and creates nothing (it
+    created and migrated the file, then said "job 41 not found"): caught by the CLI's
+    ``open_store(create=False)`` before ``resume_job``. In a database that exists, the job's
+    absence is the line."""
+    from evolver.store import open_store
+
+    database = tmp_path / "lineage.db"
+    for resume in (["41"], ["--path", "trsm_small", "--dtype", "float64"]):
+        done = _kernevo("evolve", "--resume", *resume, tmp_path=tmp_path)
+        assert done.returncode == 1
+        assert _one_line_error(done) == (
+            f"kernevo: database sqlite:///{database}: no such file {database} ('kernevo "
+            "evolve' or 'kernevo serve' creates and migrates it)"
+        )
+        assert not database.exists()
+    open_store(f"sqlite:///{database}").dispose()
     line = _one_line_error(_kernevo("evolve", "--resume", "41", tmp_path=tmp_path))
     assert line == "kernevo: job 41 not found"
     line = _one_line_error(
