@@ -78,6 +78,30 @@ class Decision:
         # service sends, the line explain() prints and the log records stays one printable line.
         object.__setattr__(self, "reason", printable(self.reason, limit=len(self.reason)))
 
+    def __str__(self) -> str:
+        """The decision for a person (``print(solver.explain(64, 64))``), ``repr`` staying the
+        dataclass's: the shape and route (the fallback's library named), the path and bucket,
+        the reason, and each path compared on a line of its own::
+
+            shape (64, 64): kernel, path trsm_small/m64n64, program 17
+              reason: champion program 17 from disk cache (written 12 s ago, ...)
+              compared: trsm_small/m64n64 program 17 score 1.5 3.2 us at the shape (chosen)
+        """
+        shape = f"({', '.join(str(value) for value in self.shape)})"
+        route = self.route if self.route == "kernel" or not self.fallback else self.fallback
+        head = f"shape {shape}: {route}"
+        if self.path is not None:
+            head += f", path {self.path}/{self.shape_bucket}"
+        if self.route == "kernel" and self.champion is not None:
+            head += f", program {self.champion.program_id}"
+        lines = [head, f"  reason: {self.reason}"]
+        lines += [f"  compared: {item.summary()}" for item in self.compared]
+        lines += [
+            f"  refused: {refusal.check} ({refusal.source or 'unknown source'}): {refusal.detail}"
+            for refusal in self.refusals
+        ]
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class Compared:

@@ -174,7 +174,9 @@ def trusted_keys(entries: Iterable[str]) -> dict[str, bytes]:
     base64 of the 32 raw bytes (44 characters), or else a path to a PEM (or base64) key file.
 
     Raises:
-        KeyFileError: an entry that is neither a key nor a readable key file (one line naming it).
+        KeyFileError: an entry that is neither a key nor a readable key file (one line naming
+            the entry as given; :func:`kernevo.trust.policy_from_settings` adds the variable or
+            argument it came from).
     """
     found: dict[str, bytes] = {}
     for entry in (text.strip() for text in entries):
@@ -186,11 +188,16 @@ def trusted_keys(entries: Iterable[str]) -> dict[str, bytes]:
             raw = None
         if raw is None:
             path = Path(entry).expanduser()
-            shown = printable(str(path), 500)  # names may hold anything
+            # The entry as given, not the Path's text: a Path folds "//" (an URL pasted here,
+            # http://127.0.0.1:9, would read http:/127.0.0.1:9); names may hold anything.
+            shown = printable(entry, 500)
             try:
                 text = read_regular_file(path, KEY_FILE_MAX_BYTES, follow_symlinks=True)
                 raw = parse_public_key(text.decode("ascii"))
-            except (OSError, UnicodeDecodeError) as error:
+            except OSError as error:
+                reason = error.strerror or str(error)
+                raise KeyFileError(f"trusted key {shown}: cannot read ({reason})") from None
+            except UnicodeDecodeError as error:
                 raise KeyFileError(f"trusted key {shown}: cannot read ({error})") from None
             except KeyFileError as error:
                 raise KeyFileError(f"trusted key {shown}: {error}") from None

@@ -68,21 +68,24 @@ class LockFile:
     entries: Mapping[str, LockEntry]
 
     @classmethod
-    def load(cls, path: Path) -> LockFile:
-        """Read and check ``path``.
+    def load(cls, path: Path, *, given: str | None = None) -> LockFile:
+        """Read and check ``path``; messages name it as ``given`` (the text the user wrote,
+        which a ``Path`` may have folded: ``a//b`` reads ``a/b``), default ``path``.
 
         Raises:
             LockFileError: unreadable, not JSON, another format, or an entry without two
                 sha256 digests (the message names the file and the entry).
         """
         path = Path(path).expanduser()
-        shown = printable(str(path), 500)  # names may hold anything
+        shown = printable(str(path) if given is None else given, 500)  # may hold anything
         try:
             document = json.loads(
                 read_regular_file(path, LOCK_FILE_MAX_BYTES, follow_symlinks=True)
             )
         except OSError as error:
-            raise LockFileError(f"lock file {shown}: {error.strerror or error}") from None
+            raise LockFileError(
+                f"lock file {shown}: cannot read ({error.strerror or error})"
+            ) from None
         except (ValueError, RecursionError) as error:
             raise LockFileError(f"lock file {shown}: not JSON ({error})") from None
         if not isinstance(document, dict) or document.get("format") != LOCK_FORMAT:

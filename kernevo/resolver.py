@@ -6,8 +6,13 @@ A shape is a tuple of the op's shape parameters in order (trsm: (m, n); ``seeds.
 of questions for a shape, each answered once and remembered:
 
 1. Which paths serve the problem? (``seeds.registry.route``: each with its shape bucket
-   holding the shape) — if none, cuBLAS. Questions 2–5 are asked of each; of the paths whose
-   champion passes them all, the one measured fastest at the shape runs
+   holding the shape) — if none, cuBLAS. If the loader trusts no key at all
+   (:attr:`kernevo.trust.TrustPolicy.keys` empty: ``KERNEVO_TRUST_LOCAL_KEY=false`` and no
+   ``KERNEVO_TRUSTED_KEYS``, or no usable local key), cuBLAS too, decided up front without
+   asking the service or reading the disk cache: every champion would be refused
+   (``no_trusted_key``), and the reason says how to configure a key (``"no trusted key
+   configured (set KERNEVO_TRUSTED_KEYS …)"``). Questions 2–5 are asked of each; of the
+   paths whose champion passes them all, the one measured fastest at the shape runs
    (``seeds.registry.fastest``, the rule the service's best-kernel query applies), and the
    decision lists every path compared (:attr:`Decision.compared`). If none passes, cuBLAS.
 2. Is there a verified champion for that path and shape bucket on this GPU that this loader
@@ -215,6 +220,13 @@ class Resolver:
         if not routes:
             where = self.op_spec.assignments(shape, " ")
             return self._decision(shape, self._fallback, f"no path serves {where}")
+        if not self._trust.keys:
+            # Every champion would be refused (TrustPolicy: no_trusted_key), so nothing is asked
+            # of the service or read from the disk cache: the reason says how to trust a key.
+            refusal = Refusal(
+                "no_trusted_key", self._trust.no_trusted_key_detail(), source="settings"
+            )
+            return self._decision(shape, self._fallback, refusal.detail, refusals=(refusal,))
         each = [self._decide_path(shape, served.path_id, served.shape_bucket) for served in routes]
         measured = {
             # The signed certificate's figures, never the unsigned metrics (a service or a

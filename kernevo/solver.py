@@ -205,9 +205,12 @@ class OpSolver:
         to the fallback whatever this says.
 
         Raises:
-            seeds.ops.ShapeError: not one value per parameter of the op.
+            seeds.ops.ShapeError: (a ``ValueError``, one line naming the shape) not one value per
+                parameter of the op, a value that is not an integer (a float, a bool, a string;
+                NumPy integers are integers), one below 1 (an empty problem, which no path
+                serves: trsm's ``m=0`` is BLAS's quick return), or outside the op's range.
         """
-        return self._resolver.resolve(*shape)
+        return self._resolver.resolve(*checked_shape(self._spec, shape))
 
     def prepare(self, *operands: Any) -> Decision:
         """Make calls on operands like these (each of the same type, shape, strides, dtype and
@@ -221,6 +224,7 @@ class OpSolver:
             TypeError, ValueError: as a call on these operands.
             kernevo.graphs.CaptureError: called inside a CUDA stream capture.
         """
+        self._check_count(operands)
         shape = tuple(self._call.shape(*operands))
         if self._is_capturing():
             raise CaptureError(self._capture_message(shape))
@@ -262,6 +266,7 @@ class OpSolver:
     def _first_call(self, operands: tuple[Any, ...]) -> Any:
         """Check the operands, route them, answer the call, and keep the plan of their
         signature for the calls after."""
+        self._check_count(operands)
         shape = tuple(self._call.shape(*operands))
         if self._is_capturing():
             raise CaptureError(self._capture_message(shape))
@@ -303,6 +308,20 @@ class OpSolver:
         if prepared is not None:
             return prepared  # type: ignore[no-any-return]
         return functools.partial(self._call.run, driver)
+
+    def _check_count(self, operands: tuple[Any, ...]) -> None:
+        """Refuse a call with another number of arrays than the op takes, naming them (the call
+        adapter's own ``TypeError`` would name an internal method).
+
+        Raises:
+            TypeError: one line, e.g. ``the trsm solver takes 2 arrays (a, b); got 0``.
+        """
+        names = _operand_names(self._call)
+        if names is not None and len(operands) != len(names):
+            raise TypeError(
+                f"the {self.op} solver takes {len(names)} arrays ({', '.join(names)}); "
+                f"got {len(operands)}"
+            )
 
     def _remember(self, key: tuple[Any, ...], plan: Plan) -> None:
         if len(self._plans) >= MAX_PLANS:
@@ -459,6 +478,68 @@ class WarmResolver:
         return self._full.resolve(*shape)
 
 
+def _operand_names(call: Any) -> tuple[str, ...] | None:
+    """The operands ``call.shape`` takes, by name (``None``: any number, a ``*operands``)."""
+    import inspect
+
+    names = []
+    for param in inspect.signature(call.shape).parameters.values():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            return None
+        if param.kind in (inspect.Parameter.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            names.append(param.name)
+    return tuple(names)
+
+
+# Parameters whose 0 is a problem rather than an empty one: a band of bandwidth 0 is diagonal.
+# Elsewhere a 0 empties the problem (trsm's m=0 is BLAS's quick return), which no path serves.
+_ZERO_IS_A_PROBLEM = frozenset({("band_bidiag", "bandwidth")})
+
+
+def checked_shape(spec: Any, shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """``shape`` (an op's parameters in order, as :meth:`OpSolver.explain` takes them) as a
+    tuple of ``int``, checked: one value per parameter of ``spec`` (a ``seeds.ops.OpSpec``),
+    each an integer (``operator.index``: NumPy integers are; bools, floats and strings are
+    not), at least 1 (0 where a parameter's 0 is a real problem, :data:`_ZERO_IS_A_PROBLEM`),
+    inside the op's range and relations (``OpSpec.check_shape``).
+
+    Raises:
+        seeds.ops.ShapeError: the first problem, one line naming the shape and the parameter.
+    """
+    import operator
+
+    shown = repr(tuple(shape))
+    shown = shown if len(shown) <= 120 else f"{shown[:117]}..."
+    names = spec.param_names
+    values = [] if len(shape) == len(names) else list(shape)  # the count: check_shape says
+    for name, value in zip(names, shape if not values else (), strict=False):
+        # bool is an int, and NumPy's bool_ has __index__: neither is a size.
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            index = None
+        else:
+            try:
+                index = operator.index(value)
+            except TypeError:
+                index = None
+        if index is None:
+            raise ops.ShapeError(
+                f"shape {shown}: {name}={value!r:.40} is not an integer", param=name, kind="range"
+            )
+        least = 0 if (spec.name, name) in _ZERO_IS_A_PROBLEM else 1
+        if index < least:
+            what = "a non-negative" if least == 0 else "a positive"
+            raise ops.ShapeError(
+                f"shape {shown}: {name}={index} is not {what} integer", param=name, kind="range"
+            )
+        values.append(index)
+    try:
+        return tuple(spec.check_shape(values))
+    except ops.ShapeError as error:
+        raise ops.ShapeError(
+            f"shape {shown}: {error}", param=error.param, kind=error.kind
+        ) from None
+
+
 TrsmSolver = OpSolver
 """The solver of trsm (``kernevo.load("trsm", dtype)``): an :class:`OpSolver`; the name stays
 for code written before other ops."""
@@ -515,8 +596,10 @@ def load(
     decided the full way. ``KERNEVO_WARM_START=0`` turns it off.
 
     Raises:
-        ValueError: unknown op or dtype (checked before any CUDA call); a trusted key or lock
-            file that cannot be read or parsed (``KeyFileError``, ``LockFileError``: one line);
+        ValueError: unknown op or dtype (checked before any CUDA call); ``trusted_keys`` given
+            as one string rather than a list of keys; a trusted key or lock file that cannot be
+            read or parsed (``KeyFileError``, ``LockFileError``: one line naming the variable or
+            argument and the value as written);
             a setting or argument that does not parse or is out of range (``SettingsError``,
             one line naming it, e.g. ``cache_max_age_s=-1``).
         ModuleNotFoundError: what the op's fallback needs is not installed (band_bidiag's
@@ -525,6 +608,15 @@ def load(
             too old, or no device).
     """
     check_problem(op, dtype)
+    if isinstance(trusted_keys, str | bytes):
+        # tuple("abc") would be three one-letter "keys", each then "cannot read".
+        from kernevo.environment import shorten
+
+        shown = shorten(trusted_keys if isinstance(trusted_keys, str) else repr(trusted_keys))
+        raise ValueError(
+            f"trusted_keys={shown!r}: a list of keys (each base64 of 32 raw bytes or a PEM file "
+            f"path), not one string; pass [{shown!r}]"
+        )
     call = ops.get_op(op).call()  # its constructor checks what its fallback needs
     arguments: dict[str, Any] = {}
     if api_url is not None:
@@ -536,7 +628,8 @@ def load(
     if key_dir is not None:
         arguments["key_dir"] = Path(key_dir)
     if lock_file is not None:
-        arguments["lock_file"] = Path(lock_file)
+        # As given (LoaderSettings makes it a Path): an error quotes it as the caller wrote it.
+        arguments["lock_file"] = lock_file
     if cache_max_age_s is not None:
         arguments["cache_max_age_s"] = cache_max_age_s
     try:
@@ -578,7 +671,7 @@ def _full_resolver(
     from kernevo.trust import policy_from_settings
 
     settings = LoaderSettings(**arguments)
-    trust = policy_from_settings(settings)
+    trust = policy_from_settings(settings, arguments)
     # Read now, maybe long after WarmStart.open (a WarmResolver builds this on the first shape
     # its memo lacks): decisions are recorded under open's fingerprint only while these inputs
     # are the ones it was taken from.

@@ -38,16 +38,18 @@ falls back to cuBLAS and ``explain()`` shows its ``detail``.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from kernevo.certificate import Certificate
 from kernevo.client import ChampionKernel, op_of, op_params
-from kernevo.keys import local_public_key, trusted_keys
-from kernevo.lockfile import LockFile, entry_for
+from kernevo.keys import KeyFileError, local_public_key, trusted_keys
+from kernevo.lockfile import LockFile, LockFileError, entry_for
 from kernevo.settings import LoaderSettings
 from kernevo.signature import champion_payload, key_id, signature_valid
 from kernevo.text import printable
@@ -87,13 +89,30 @@ class TrustPolicy:
     a champion verified under another driver or toolkit is served (stated in ``explain()``) or
     routed to cuBLAS (``require_same_toolkit``).
 
-    ``no_key_hint`` completes the ``no_trusted_key`` refusal (how to configure a key).
+    ``no_key_hint`` completes the ``no_trusted_key`` refusal (how to configure a key), and
+    ``local_key_ignored`` (``KERNEVO_TRUST_LOCAL_KEY=false``) adds that the local key was not
+    looked at (:meth:`no_trusted_key_detail`).
     """
 
     keys: Mapping[str, bytes]
     lock: LockFile | None = None
     no_key_hint: str = field(default="", repr=False)
     require_same_toolkit: bool = False
+    local_key_ignored: bool = False
+
+    def no_trusted_key_detail(self) -> str:
+        """The ``no_trusted_key`` refusal's line: ``no trusted key configured (<hint>)``, then
+        what ``KERNEVO_TRUSTED_KEYS`` takes and, when ``KERNEVO_TRUST_LOCAL_KEY=false``, that
+        the local key was ignored."""
+        hint = f" ({self.no_key_hint})" if self.no_key_hint else ""
+        detail = (
+            f"no trusted key configured{hint}; KERNEVO_TRUSTED_KEYS takes the public keys that "
+            "sign your champions, comma-separated, each base64 of its 32 raw bytes or a PEM "
+            "file path (`kernevo evolve` signs with <KERNEVO_KEY_DIR>/champion-signing.pub)"
+        )
+        if self.local_key_ignored:
+            detail += "; the local key is not trusted while KERNEVO_TRUST_LOCAL_KEY=false"
+        return detail
 
     def check(self, champion: ChampionKernel) -> Refusal | None:
         """``None`` when ``champion`` may run, else the first check it fails (see module doc)."""
@@ -105,8 +124,7 @@ class TrustPolicy:
                 f"champion says {champion.cubin_sha256[:12]}…",
             )
         if not self.keys:
-            hint = f" ({self.no_key_hint})" if self.no_key_hint else ""
-            return Refusal("no_trusted_key", f"no trusted key configured{hint}")
+            return Refusal("no_trusted_key", self.no_trusted_key_detail())
         if not champion.signature or not champion.signing_key_id:
             return Refusal("unsigned", "unsigned")
         public_raw = self.keys.get(champion.signing_key_id.lower())
@@ -183,17 +201,27 @@ def certificate_mismatch(certificate: Certificate, champion: ChampionKernel) -> 
     return "; ".join(clauses)
 
 
-def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:
+def policy_from_settings(
+    settings: LoaderSettings, arguments: Mapping[str, Any] | None = None
+) -> TrustPolicy:
     """The policy ``settings`` describe: the keys of ``KERNEVO_TRUSTED_KEYS``; the local public
     key in ``KERNEVO_KEY_DIR`` when ``KERNEVO_TRUST_LOCAL_KEY`` (default on) and the key is
     private to this user (see :func:`kernevo.keys.local_public_key`); ``KERNEVO_LOCK_FILE``;
-    ``KERNEVO_REQUIRE_SAME_TOOLKIT``.
+    ``KERNEVO_REQUIRE_SAME_TOOLKIT``. ``arguments`` are :func:`kernevo.load`'s keyword
+    arguments the settings were built with: an error names the argument (``trusted_keys``,
+    ``lock_file``) given there, else the variable, and quotes the value as written.
 
     Raises:
-        kernevo.keys.KeyFileError: a configured trusted key cannot be read or parsed.
-        kernevo.lockfile.LockFileError: the configured lock file cannot be read or parsed.
+        kernevo.keys.KeyFileError: a configured trusted key cannot be read or parsed (one line:
+            ``KERNEVO_TRUSTED_KEYS: trusted key <entry>: …``).
+        kernevo.lockfile.LockFileError: the configured lock file cannot be read or parsed (one
+            line: ``KERNEVO_LOCK_FILE: lock file <value>: …``).
     """
-    keys = trusted_keys(settings.trusted_keys)
+    arguments = {} if arguments is None else arguments
+    try:
+        keys = trusted_keys(settings.trusted_keys)
+    except KeyFileError as error:
+        raise KeyFileError(f"{_source('trusted_keys', arguments)}: {error}") from None
     hint = "set KERNEVO_TRUSTED_KEYS"
     if settings.trust_local_key:
         local, note = local_public_key(settings.key_dir)
@@ -201,10 +229,34 @@ def policy_from_settings(settings: LoaderSettings) -> TrustPolicy:
             keys[key_id(local)] = local
         else:
             hint += f"; {note}"
-    lock = LockFile.load(settings.lock_file) if settings.lock_file is not None else None
+    lock = None
+    if settings.lock_file is not None:
+        given = _given("lock_file", arguments, settings.lock_file)
+        try:
+            lock = LockFile.load(settings.lock_file, given=given)
+        except LockFileError as error:
+            raise LockFileError(f"{_source('lock_file', arguments)}: {error}") from None
     return TrustPolicy(
         keys=keys,
         lock=lock,
         no_key_hint=hint,
         require_same_toolkit=settings.require_same_toolkit,
+        local_key_ignored=not settings.trust_local_key,
     )
+
+
+def _source(field: str, arguments: Mapping[str, Any]) -> str:
+    """Where ``field`` came from: the argument of ``kernevo.load``, else its variable."""
+    return f"{field} argument" if field in arguments else f"KERNEVO_{field.upper()}"
+
+
+def _given(field: str, arguments: Mapping[str, Any], parsed: Path) -> str:
+    """``field``'s value as written: the argument, else the variable (any case, as
+    pydantic-settings reads it), else ``parsed`` (the settings' own)."""
+    if field in arguments:
+        return str(arguments[field])
+    name = f"KERNEVO_{field.upper()}"
+    for variable, value in os.environ.items():
+        if variable.upper() == name:
+            return value
+    return str(parsed)

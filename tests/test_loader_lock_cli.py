@@ -100,6 +100,7 @@ def test_an_unusable_trusted_key_is_one_printable_line(
     monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", str(tmp_path / "key\udcff\x1b[31m.pub"))
     assert main(["lock", "-o", str(tmp_path / "kernevo.lock")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("kernevo: trusted key ") and err.count("\n") == 1
+    # policy_from_settings names the variable the key came from.
+    assert err.startswith("kernevo: KERNEVO_TRUSTED_KEYS: trusted key ") and err.count("\n") == 1
     assert err.isprintable() or err[:-1].isprintable()
     err.encode("utf-8")  # a lone surrogate would raise here

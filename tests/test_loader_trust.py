@@ -179,15 +179,20 @@ def test_the_signing_key_id_swapped_to_another_trusted_key_is_refused(tmp_path: 
 
 
 def test_no_trusted_key_refuses_every_champion_and_says_how_to_fix_it(tmp_path: Path) -> None:
+    """Check: ``Resolver._decide`` routes to cuBLAS up front when ``TrustPolicy.keys`` is
+    empty: the service is never asked (every champion would be refused), the disk cache never
+    read, and the reason says how to configure a key."""
     policy = TrustPolicy({}, no_key_hint="set KERNEVO_TRUSTED_KEYS; no local key at /k/x.pub")
-    h = Harness(FakeService(), tmp_path, trust=policy)
+    service = FakeService()
+    h = Harness(service, tmp_path, trust=policy)
 
     decision = refused_to_cublas(h)
 
-    assert checks(decision) == [("service", "no_trusted_key")]
-    assert decision.reason == (
-        "refused champion program 17 from service: no trusted key configured "
-        "(set KERNEVO_TRUSTED_KEYS; no local key at /k/x.pub); disk cache: no entry"
+    assert service.requests == []
+    assert checks(decision) == [("settings", "no_trusted_key")]
+    assert decision.reason.startswith(
+        "no trusted key configured (set KERNEVO_TRUSTED_KEYS; no local key at /k/x.pub); "
+        "KERNEVO_TRUSTED_KEYS takes the public keys that sign your champions, comma-separated"
     )
 
 

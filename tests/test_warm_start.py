@@ -41,7 +41,7 @@ from kernevo.cache import ChampionCache
 from kernevo.client import MAX_CUBIN_BYTES, ChampionKernel, ChampionKey
 from kernevo.decision import Decision
 from kernevo.environment import SettingsError
-from kernevo.paths import package
+from kernevo.paths import ops, package
 from kernevo.settings import LoaderSettings
 from kernevo.warm_start import CacheFile, MemoKernel, WarmStart
 
@@ -792,12 +792,16 @@ def test_a_shape_of_odd_values_is_not_recorded_and_the_memo_stays_readable(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Found: ``explain(32.0, 16)`` was recorded as ``"32.0,16"``, which the next process could
-    not parse: its whole memo was dropped (no warm start for any shape). Now only integers."""
+    not parse: its whole memo was dropped (no warm start for any shape). Now ``explain`` refuses
+    such a shape (``checked_shape``) and the memo records only integers (``_shape_text``,
+    reached here through the resolver itself)."""
     decide(64, 64)
     solver = kernevo.load("trsm", "float64")
     with caplog.at_level(logging.DEBUG, logger="kernevo"):
         for shape in [(32.0, 16), (float("nan"), 16), (float("inf"), 16)]:
-            solver.explain(*shape)
+            with pytest.raises(ops.ShapeError, match="is not an integer"):
+                solver.explain(*shape)
+            solver._resolver.resolve(*shape)
     solver.explain(np.int64(16), np.int64(8))  # an integer, as NumPy gives it
 
     assert "shape (32.0, 16) not recorded (not integers)" in _debug_lines(caplog)
