@@ -373,10 +373,18 @@ def _gpu_key_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+# A GPU name as the driver reports it (``NVIDIA H100 80GB HBM3``, ``NVIDIA A100-SXM4-40GB MIG
+# 1g.5gb``) or its key (``nvidia-h200``, ``seeds.hardware.normalize_gpu_name``): letters and
+# digits, with spaces, hyphens, underscores and dots between them. Other punctuation (``bogus
+# gpu!``) is a typo, which normalizing would silently turn into another key (``bogus-gpu``).
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]*")
+
+
 def _gpu_name(what: str) -> Callable[[str], str]:
     """An argparse type for a GPU name or key (``--gpu`` of ``best`` and ``export``,
     ``--gpu-key``): one line of printable text. A control character is refused, as ``POST
-    /v1/jobs`` refuses it, never rewritten (``x\x1b[2J`` would have become ``x-2j``)."""
+    /v1/jobs`` refuses it, never rewritten (``x\x1b[2J`` would have become ``x-2j``); so is
+    any character a GPU name or key does not have (:data:`_GPU_NAME`)."""
     from kernevo.text import control_character_problem
 
     def parse(text: str) -> str:
@@ -384,6 +392,11 @@ def _gpu_name(what: str) -> Callable[[str], str]:
         problem = control_character_problem(value)
         if problem is not None:
             raise argparse.ArgumentTypeError(problem)
+        if not _GPU_NAME.fullmatch(value.strip()):
+            raise argparse.ArgumentTypeError(
+                f"expected {what} such as nvidia-h200 or 'NVIDIA H200' (letters and digits, "
+                f"with spaces, '-', '_' or '.' between them), not {shorten(value)!r}"
+            )
         return value
 
     return parse
@@ -1398,11 +1411,26 @@ def _cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(commands: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose one line ``text`` is both its entry in the parent's ``--help`` and
+    the description atop its own."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=text, description=text)
+    return parser
+
+
 def _add_token_commands(commands: Any) -> None:
     """``kernevo token create|list|revoke``."""
-    token = commands.add_parser("token", help="the API's bearer tokens: create, list, revoke")
-    actions = token.add_subparsers(dest="token_command", required=True, parser_class=_Parser)
-    create = actions.add_parser("create", help="a new token; its secret is printed once")
+    token = _command(commands, "token", "the API's bearer tokens: create, list, revoke")
+    # The metavar names the subcommands in "the following arguments are required: …", which
+    # would otherwise name the internal dest.
+    actions = token.add_subparsers(
+        dest="token_command",
+        required=True,
+        parser_class=_Parser,
+        metavar="{create,list,revoke}",
+        title="subcommands",
+    )
+    create = _command(actions, "create", "a new token; its secret is printed once")
     create.add_argument(
         "--scope",
         choices=["read", "write"],
@@ -1410,9 +1438,9 @@ def _add_token_commands(commands: Any) -> None:
         help="read: sources, reports, lineage, jobs; write: also create and cancel jobs",
     )
     create.add_argument("--name", type=_text("a token name", 128), help="default: '<scope> token'")
-    listing = actions.add_parser("list", help="the tokens (never their secrets)")
+    listing = _command(actions, "list", "the tokens (never their secrets)")
     listing.add_argument("--all", action="store_true", help="revoked tokens too")
-    revoke = actions.add_parser("revoke", help="refuse a token from now on")
+    revoke = _command(actions, "revoke", "refuse a token from now on")
     revoke.add_argument("id", type=_int_in(1, 2**31 - 1, "a token id"), help="its id (token list)")
     for action in (create, listing, revoke):
         action.add_argument(
@@ -1465,7 +1493,8 @@ def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> 
     command.add_argument(
         "--in-flight",
         type=_int_in(1, 4096, "a number of candidates"),
-        help="with a cluster: candidates evaluated at once (default 2 per worker of the GPU key)",
+        help="with a cluster: candidates evaluated at once, 1..4096 (default 2 per worker of the "
+        "GPU key)",
     )
     command.add_argument(
         "--lost-after-s",
@@ -1491,11 +1520,18 @@ def _installed_version() -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kernevo", description="LLM-driven evolution of CUDA kernels.")
     parser.add_argument("--version", action="version", version=f"kernevo {_installed_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # COMMAND, not the dest, in "the following arguments are required: …"; --help lists them.
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, metavar="COMMAND"
+    )
 
-    evolve = commands.add_parser("evolve", help="run or resume an evolution job")
+    evolve = _command(commands, "evolve", "run or resume an evolution job")
     evolve.set_defaults(parser=evolve)  # a value the job configuration refuses: evolve's usage
-    evolve.add_argument("--path", type=_path_id, help="algorithmic path, e.g. trsm_small")
+    from seeds.registry import PATHS  # loaded already, with the job configuration's ranges
+
+    evolve.add_argument(
+        "--path", type=_path_id, help=f"algorithmic path, one of: {', '.join(PATHS)}"
+    )
     evolve.add_argument("--dtype", type=_dtype, help="float32 | float64 | complex64 | complex128")
     evolve.add_argument(
         "--bucket",
@@ -1555,7 +1591,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_cluster_arguments(evolve, local=True)
     evolve.set_defaults(func=_cmd_evolve)
 
-    serve = commands.add_parser("serve", help="run the REST service")
+    serve = _command(
+        commands,
+        "serve",
+        "run the REST service; first migrates the database to the newest schema (creating a "
+        "SQLite file that does not exist)",
+    )
     serve.add_argument(
         "--host", type=_host, default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
@@ -1563,7 +1604,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     serve.set_defaults(func=_cmd_serve)
 
-    best = commands.add_parser("best", help="the champion kernel serving a problem")
+    best = _command(commands, "best", "ask the service for the champion kernel serving a problem")
     best.set_defaults(parser=best)  # a shape the op refuses: best's usage error
     best.add_argument("--op", type=_op, default="trsm", help=OP_HELP)
     best.add_argument(
@@ -1575,20 +1616,22 @@ def _parser() -> argparse.ArgumentParser:
         help="the op's shape parameters, e.g. n=64,k=6,b2=4,b3=2 (solve_tri), "
         "n=4096,bandwidth=32 (band_bidiag)",
     )
-    best.add_argument("--m", type=_dimension, help="m (trsm: rows of A and B)")
-    best.add_argument("--n", type=_dimension, help="n (trsm: columns of B)")
+    best.add_argument("--m", type=_dimension, help="m (trsm: rows of A and B), 1..2147483647")
+    best.add_argument("--n", type=_dimension, help="n (trsm: columns of B), 1..2147483647")
     _add_gpu_arguments(best)
     best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)
 
-    jobs = commands.add_parser("jobs", help="jobs and their progress")
+    jobs = _command(commands, "jobs", "list jobs and their progress (database or service)")
     jobs.set_defaults(parser=jobs)  # contradictory options: jobs' usage errors
     jobs.add_argument(
         "--state",
         choices=["waiting", "running", "complete", "failed", "cancelled"],
         help="only jobs in this state",
     )
-    jobs.add_argument("--limit", type=_count, default=20, help="newest jobs shown (default 20)")
+    jobs.add_argument(
+        "--limit", type=_count, default=20, help="newest jobs shown, 1..2147483647 (default 20)"
+    )
     jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
     jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     jobs.add_argument(
@@ -1606,13 +1649,13 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_queue_commands(commands)
 
-    keys = commands.add_parser(
-        "keys", help="the key signing champions: create the local pair if missing, show it"
+    keys = _command(
+        commands, "keys", "the key signing champions: create the local pair if missing, show it"
     )
     keys.add_argument("--dir", type=_path_arg, help="default KERNEVO_KEY_DIR")
     keys.set_defaults(func=_cmd_keys)
-    lock = commands.add_parser(
-        "lock", help="pin the trusted champions of the loader's disk cache in a lock file"
+    lock = _command(
+        commands, "lock", "pin the trusted champions of the loader's disk cache in a lock file"
     )
     lock.add_argument("-o", "--output", type=_path_arg, required=True, help="lock file to write")
     lock.add_argument("--cache-dir", type=_path_arg, help="default KERNEVO_CACHE_DIR")
@@ -1620,8 +1663,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_token_commands(commands)
     from kernevo.bench_loader import add_arguments as bench_loader_arguments
 
-    bench_loader = commands.add_parser(
-        "bench-loader", help="time a loaded kernel per call against its raw launch and cuBLAS"
+    bench_loader = _command(
+        commands,
+        "bench-loader",
+        "time a loaded kernel per call against its raw launch and cuBLAS (needs a GPU)",
     )
     bench_loader_arguments(bench_loader)
     bench_loader.set_defaults(func=_cmd_bench_loader)
@@ -1638,8 +1683,10 @@ def _add_queue_commands(commands: Any) -> None:
         MIN_BEATS_PER_GRACE,
     )
 
-    worker = commands.add_parser(
-        "worker", help="claim queued jobs and run them (one per GPU, or one on a Dask cluster)"
+    worker = _command(
+        commands,
+        "worker",
+        "claim queued jobs and run them (one per GPU, or one on a Dask cluster)",
     )
     worker.set_defaults(parser=worker, func=_cmd_worker)
     worker.add_argument(
@@ -1678,11 +1725,12 @@ def _add_queue_commands(commands: Any) -> None:
         "--max-attempts",
         type=_int_in(1, 1000, "a number of attempts"),
         default=DEFAULT_MAX_ATTEMPTS,
-        help=f"claims of a job whose workers died before it fails ({DEFAULT_MAX_ATTEMPTS})",
+        help="claims of a job whose workers died before it fails, 1..1000 (default "
+        f"{DEFAULT_MAX_ATTEMPTS})",
     )
 
-    dask_worker = commands.add_parser(
-        "dask-worker", help="a Dask worker of one GPU for jobs evaluating on a cluster"
+    dask_worker = _command(
+        commands, "dask-worker", "a Dask worker of one GPU for jobs evaluating on a cluster"
     )
     dask_worker.set_defaults(parser=dask_worker, func=_cmd_dask_worker)
     dask_worker.add_argument("--scheduler", type=_scheduler, required=True, help="tcp://host:8786")
@@ -1701,15 +1749,15 @@ def _add_queue_commands(commands: Any) -> None:
         "--name", type=_text("a worker name"), help="default <host>-gpu<I> (<host>-cpu-<pid>)"
     )
 
-    cancel = commands.add_parser("cancel", help="cancel a job (queued or running)")
+    cancel = _command(commands, "cancel", "cancel a job (queued or running)")
     cancel.set_defaults(parser=cancel)
     cancel.add_argument("job", type=_job_id, metavar="JOB", help="job id")
     cancel.add_argument("--api-url", type=_url, help="cancel through the service (token needed)")
     cancel.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     cancel.set_defaults(func=_cmd_cancel)
 
-    export = commands.add_parser(
-        "export", help="write a champion's source, cubin, signature and reports as files"
+    export = _command(
+        commands, "export", "write a champion's source, cubin, signature and reports as files"
     )
     export.add_argument("--op", type=_op, default="trsm", help=OP_HELP)
     export.add_argument(
