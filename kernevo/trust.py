@@ -72,7 +72,8 @@ RefusalCheck = Literal[
 class Refusal:
     """Why a champion was not used: ``check`` names the failed check, ``detail`` is the line
     ``explain()`` shows (e.g. ``"signed by unknown key 3f9a…"``), ``source`` where the champion
-    came from (``"service"`` or ``"disk cache"``; set by the resolver)."""
+    came from (``"service"`` or ``"disk cache"``; set by the resolver), or ``"settings"`` for
+    the ``no_trusted_key`` refusal the resolver makes up front, before any champion is met."""
 
     check: RefusalCheck
     detail: str
