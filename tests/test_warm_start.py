@@ -453,6 +453,22 @@ def test_a_switch_value_that_is_not_a_boolean_is_refused_by_the_settings(
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("KERNEVO_DEBUG", "abc"), ("KERNEVO_TRUST_LOCAL_KEY", "-1"), ("KERNEVO_API_TOKEN", "short")],
+)
+def test_a_bad_setting_after_a_memo_was_written_is_refused_not_replayed(
+    world: World, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    """Check: the fingerprint's ``environment`` part. A memo is written only by a full path whose
+    settings parsed, so a bad value never matches one: the full path runs and raises."""
+    decide()
+    assert decide().reason.startswith(FROM_MEMO)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError, match=f"^{variable}"):
+        decide()
+
+
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on", "T", "y"])
 def test_every_true_spelling_of_the_switch_turns_it_on(
     world: World, monkeypatch: pytest.MonkeyPatch, value: str
