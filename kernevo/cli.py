@@ -13,8 +13,8 @@ content does not parse or validate, a database URL that does not parse or names 
 dialect (``--database-url`` or ``KERNEVO_DATABASE_URL``), or a ``KERNEVO_*`` variable that is
 unknown, empty or does not parse (checked against ``kernevo.environment`` before anything runs);
 a job stopped by Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number). A closed stdout
-(``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=1`` to see the
-traceback too.
+(``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=true`` (any
+boolean spelling: ``kernevo.environment.parse_boolean``) to see the traceback too.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from kernevo.environment import (
     describe,
     host_problem,
     http_url_problem,
+    parse_boolean,
     read_settings,
     shorten,
     without_credentials,
@@ -1893,6 +1894,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _debug() -> bool:
+    """Whether ``KERNEVO_DEBUG`` asks for tracebacks: any spelling the settings' booleans take
+    (``kernevo.environment.parse_boolean``: ``1``, ``true``, ``yes``, …). A value that does not
+    parse was refused with the environment before the command ran; should the error being
+    reported have come first, it counts as unset."""
+    try:
+        return parse_boolean("KERNEVO_DEBUG", os.environ.get("KERNEVO_DEBUG"), False)
+    except SettingsError:
+        return False
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -1907,7 +1919,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as error:
         if not isinstance(error, _user_error_types()):
             raise
-        if os.environ.get("KERNEVO_DEBUG") == "1":
+        if _debug():
             traceback.print_exc()
         print(f"kernevo: {_one_line(error)}", file=sys.stderr)
         return EXIT_ERROR
