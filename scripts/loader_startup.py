@@ -260,8 +260,10 @@ def seed_champion(gpu: Any, dtype: str, cubin: bytes, key: Any, cuda_runtime_ver
     return replace(unsigned, signature=signature, signing_key_id=key.key_id)
 
 
-def prepare(folder: Path, dtype: str, *, ask_missing: bool = False) -> Any:
-    """The key pair (``folder/keys``) and the disk cache (``folder/cache``) holding the signed
+def prepare(folder: Path, dtype: str, api_url: str, *, ask_missing: bool = False) -> Any:
+    """The key pair (``folder/keys``) and the disk cache (``folder/cache``), its entries
+    recorded as answers of the service at ``api_url`` (the loader trusts an entry as fresh only
+    for the service it came from), holding the signed
     seed compiled for CuPy's current device and, unless ``ask_missing``, a negative entry for
     every other path serving the problem (:func:`remember_other_paths_absent`); returns that
     device's ``GpuInfo``.
@@ -274,6 +276,7 @@ def prepare(folder: Path, dtype: str, *, ask_missing: bool = False) -> Any:
 
     from kernevo.cache import ChampionCache
     from kernevo.device import current_gpu
+    from kernevo.environment import service_id
     from kernevo.kernel import compile_for_arch
     from kernevo.keys import generate_key_pair
     from kernevo.paths import registry
@@ -285,7 +288,7 @@ def prepare(folder: Path, dtype: str, *, ask_missing: bool = False) -> Any:
     runtime = cupy.cuda.runtime.runtimeGetVersion()
     key = generate_key_pair(folder / "keys")
     champion = seed_champion(gpu, dtype, cubin, key, f"{runtime // 1000}.{runtime % 1000 // 10}")
-    cache = ChampionCache(folder / "cache")
+    cache = ChampionCache(folder / "cache", service=service_id(api_url))
     cache.store(champion)
     if not ask_missing:
         remember_other_paths_absent(cache, gpu.key, dtype)
@@ -390,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="kernevo-startup-") as tmp:
         try:
-            gpu = prepare(Path(tmp), args.dtype, ask_missing=args.ask_missing)
             api_url = closed_port_url()
+            gpu = prepare(Path(tmp), args.dtype, api_url, ask_missing=args.ask_missing)
             results = {run: measure(Path(tmp), args.dtype, run, api_url) for run in RUNS}
         except (NoGpuError, RuntimeError) as error:
             print(f"loader_startup: {error}", file=sys.stderr)
