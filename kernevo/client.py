@@ -499,6 +499,8 @@ def fetch_champion(
     except http_get.UnreachableError as error:
         return FetchOutcome("unreachable", f"service unreachable: {printable(str(error))}")
     except Exception as error:
+        # A bug, or a value httpx refuses: still a failed fetch the resolver falls back from,
+        # never an exception in the caller's solve.
         detail = printable(f"{type(error).__name__}: {error}")
         return FetchOutcome("invalid", f"fetch failed: {detail}")
     return _outcome(answer, key)
