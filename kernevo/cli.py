@@ -698,7 +698,7 @@ def _service_request(
             f"service at {shown}: no complete answer within {timeout_s:g} s "
             "(KERNEVO_REQUEST_TIMEOUT_S)"
         ) from None
-    except http_get.TooLargeError as error:
+    except (http_get.TooLargeError, http_get.EncodedBodyError) as error:
         raise CliError(f"service at {shown}: {error}") from None
     if 300 <= answer.status_code < 400:
         target = without_credentials(answer.headers.get("location", "nowhere"))

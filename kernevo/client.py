@@ -496,6 +496,8 @@ def fetch_champion(
         return FetchOutcome("unreachable", _late(timeout_s))
     except http_get.TooLargeError as error:
         return FetchOutcome("invalid", _too_large(error.how))
+    except http_get.EncodedBodyError as error:
+        return FetchOutcome("invalid", f"bad service response: {error}")
     except http_get.UnreachableError as error:
         return FetchOutcome("unreachable", f"service unreachable: {printable(str(error))}")
     except Exception as error:

@@ -54,6 +54,19 @@ class TooLargeError(RequestError):
         self.how = how
 
 
+class EncodedBodyError(RequestError):
+    """A body sent with a ``Content-Encoding`` other than identity although identity was asked
+    for: refused unread, since httpx decodes a chunk whole before the cap sees it (a 5 KB body
+    compressed twice decoded past 1 GB, a fresh user's trial, RESULTS 19)."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(
+            f"a body sent with Content-Encoding {encoding!r} refused unread (identity was asked "
+            "for)"
+        )
+        self.encoding = encoding
+
+
 @dataclass(frozen=True)
 class Answer:
     """A complete answer: its status, headers (names lower-cased) and whole body (at most the
@@ -88,6 +101,7 @@ def request(
         UnreachableError: a transport error.
         TooLateError: no complete answer within ``timeout_s``.
         TooLargeError: a body over ``max_bytes``.
+        EncodedBodyError: a body sent compressed (``Content-Encoding`` other than identity).
         Exception: anything else the request raised (a bug, or a value httpx refuses), handed
             over from the thread as it was raised.
     """
@@ -158,6 +172,9 @@ def _request_until(
             httpx.Client(timeout=timeout, transport=transport, verify=verify) as client,
             client.stream(method, url, params=params, headers=sent, json=json_body) as response,
         ):
+            encoding = response.headers.get("content-encoding", "").strip().lower()
+            if encoding not in ("", "identity"):
+                raise EncodedBodyError(encoding)
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > max_bytes:
                 raise TooLargeError(max_bytes, f"Content-Length {declared}")

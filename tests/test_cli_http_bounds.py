@@ -8,6 +8,7 @@ Servers are local threads on 127.0.0.1."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -67,6 +68,18 @@ def _redirect(handler: BaseHTTPRequestHandler) -> None:
     handler.send_header("Location", "https://login.example/sso")
     handler.send_header("Content-Length", "0")
     handler.end_headers()
+
+
+def _double_gzip(handler: BaseHTTPRequestHandler) -> None:
+    """A 200 compressed twice although identity was asked for: 2 MiB of zeros compressed to a
+    few KB (the fresh user's bomb expanded 5 KB to 3 GiB)."""
+    body = gzip.compress(gzip.compress(b"0" * (2 << 20)))
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Encoding", "gzip, gzip")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 class _Server:
@@ -189,6 +202,46 @@ def test_a_redirect_is_not_followed_and_says_where_it_went(
         "to https://login.example/sso: not followed; point KERNEVO_API_URL (or --api-url) at "
         "the service itself"
     )
+
+
+@pytest.mark.parametrize("command", ["best", "jobs", "cancel"])
+def test_a_compressed_body_is_refused_unread(
+    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A body compressed twice grew the CLI and the loader past 1 GB: httpx decodes a chunk
+    whole before the cap sees it. Caught by http_get.request's Content-Encoding check."""
+    server = serve(_double_gzip)
+    line = _one_line_error(capsys, [*_COMMANDS[command], "--api-url", server.url])
+    assert line.startswith(f"kernevo: service at {server.url}/v1/")
+    assert line.endswith(
+        "a body sent with Content-Encoding 'gzip, gzip' refused unread (identity was asked for)"
+    )
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate", "GZIP "])
+def test_the_loaders_fetch_refuses_any_encoding_but_identity(encoding: str) -> None:
+    """Caught by http_get.request's Content-Encoding check: an unusable answer, not a champion
+    and not a remembered "no champion"."""
+    transport = httpx.MockTransport(
+        # A stream, as the network gives: a Response built from content= is decoded at once.
+        lambda request: httpx.Response(
+            200,
+            headers={"Content-Encoding": encoding},
+            stream=httpx.ByteStream(b"\x1f\x8b compressed"),
+        )
+    )
+    outcome = fetch_champion(
+        "http://127.0.0.1:9", op="trsm", key=_KEY, timeout_s=5, transport=transport, m=32, n=32
+    )
+    assert outcome.status == "invalid"
+    assert "refused unread (identity was asked for)" in outcome.detail
+    identity = httpx.MockTransport(
+        lambda request: httpx.Response(200, headers={"Content-Encoding": "identity"}, content=b"x")
+    )
+    answer = http_get.request(
+        "GET", "http://127.0.0.1:9/x", timeout_s=5, max_bytes=3, transport=identity
+    )
+    assert answer.body == b"x"
 
 
 def test_the_request_helper_hands_back_a_complete_answer() -> None:
