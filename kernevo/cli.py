@@ -1158,10 +1158,13 @@ def _cancel_through_service(base: str, job_id: int) -> int:
         json_body={"state": "cancelled"},
         headers={"Authorization": f"Bearer {token}"},
     )
-    if answer.status_code in (404, 409):  # the database route's own line: job N is …
-        raise CliError(str(_error_detail(answer.body)))
+    detail = _error_detail(answer.body)
+    # The service's own line ("job N not found", "job N is complete; …") as the database route
+    # prints it; any other 404/409 (a wrong base URL: "Not Found") names where it came from.
+    if answer.status_code in (404, 409) and str(detail).startswith(f"job {job_id} "):
+        raise CliError(str(detail))
     if answer.status_code >= 400:
-        raise CliError(f"{answer.status_code} from {shown}: {_error_detail(answer.body)}")
+        raise CliError(f"{answer.status_code} from {shown}: {detail}")
     body = _json_of(answer, url)
     if not isinstance(body, dict):
         raise _malformed(url, TypeError(f"expected the job, not {type(body).__name__}"))

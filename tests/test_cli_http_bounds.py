@@ -70,6 +70,16 @@ def _redirect(handler: BaseHTTPRequestHandler) -> None:
     handler.end_headers()
 
 
+def _starlette_404(handler: BaseHTTPRequestHandler) -> None:
+    """What a kernevo service under another base URL (or any FastAPI app) answers."""
+    body = b'{"detail": "Not Found"}'
+    handler.send_response(404)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def _double_gzip(handler: BaseHTTPRequestHandler) -> None:
     """A 200 compressed twice although identity was asked for: 2 MiB of zeros compressed to a
     few KB (the fresh user's bomb expanded 5 KB to 3 GiB)."""
@@ -216,6 +226,16 @@ def test_a_compressed_body_is_refused_unread(
     assert line.endswith(
         "a body sent with Content-Encoding 'gzip, gzip' refused unread (identity was asked for)"
     )
+
+
+def test_cancel_names_the_url_of_a_404_that_is_not_the_services_job_line(
+    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cancel 7`` printed only "kernevo: Not Found", which reads as "job 7 not found".
+    Caught by _cancel_through_service: only the service's "job 7 …" line is printed bare."""
+    server = serve(_starlette_404)
+    line = _one_line_error(capsys, [*_COMMANDS["cancel"], "--api-url", server.url])
+    assert line == f"kernevo: 404 from {server.url}/v1/jobs/7: Not Found"
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "br", "deflate", "GZIP "])
