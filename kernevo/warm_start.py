@@ -779,18 +779,24 @@ def _read_secret(key_dir: Path) -> bytes | None:
 
 
 def _create_secret(key_dir: Path) -> bytes | None:
-    """The secret of ``key_dir``, created (folder 0700, file 0600) if there is none: written
+    """The secret of ``key_dir``, created (file 0600; the folder 0700 if it is the default one)
+    if there is none: written
     whole under a temporary name, then hard-linked to its name, which fails if another process
     linked its own first; that one is then read.
 
     Raises:
-        OSError: the folder cannot be created or written, or the secret there is not usable.
+        OSError: the folder is missing and not the default, cannot be created or written, or
+            the secret there is not usable.
     """
     import secrets  # only the process that creates the secret pays for it
 
     existing = _read_secret(key_dir)
     if existing is not None:
         return existing
+    # Only the default folder is created: a KERNEVO_KEY_DIR that does not exist is likelier a
+    # typo than a wish, and must not appear on disk holding a secret (a fresh user's re-trial).
+    if not key_dir.is_dir() and key_dir != Path(DEFAULT_KEY_DIR).expanduser():
+        raise OSError(f"key folder {key_dir} does not exist (only the default one is created)")
     key_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     problem = _not_private(key_dir, os.stat(key_dir), what="folder")
     if problem is not None:

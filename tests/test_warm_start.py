@@ -89,6 +89,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     )
     trusted = tmp_path / "signer" / keys.PUBLIC_KEY_FILE
     monkeypatch.setenv("KERNEVO_CACHE_DIR", str(cache.root))
+    # An existing folder: only the default key folder is created for the secret.
+    (tmp_path / "keys").mkdir(mode=0o700)
     monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "keys"))
     monkeypatch.setenv("KERNEVO_TRUSTED_KEYS", str(trusted))
     monkeypatch.setenv("KERNEVO_API_URL", SERVICE)
@@ -489,6 +491,7 @@ def test_two_key_folders_sharing_one_cache_each_keep_a_warm_memo(
     """Check: the memo's file name carries ``secret_id`` of the secret, so a process of another
     key folder neither reads (no false MAC warning) nor overwrites this folder's memo."""
     other_keys = world.root / "other-keys"
+    other_keys.mkdir(mode=0o700)
     with caplog.at_level(logging.WARNING, logger="kernevo"):
         for _ in range(2):
             for key_dir in (world.root / "keys", other_keys):
@@ -528,6 +531,7 @@ def test_a_process_losing_the_race_for_the_secret_uses_the_winners(
         link(source, target)  # FileExistsError, as for the process that lost
 
     monkeypatch.setattr(warm_start.os, "link", linked_by_another_first)
+    (tmp_path / "keys").mkdir(mode=0o700)
     assert warm_start._create_secret(tmp_path / "keys") == winner
     assert [p.name for p in (tmp_path / "keys").iterdir()] == [warm_start.SECRET_FILE]
 
@@ -1026,3 +1030,17 @@ def test_a_warm_process_imports_no_pydantic_cryptography_httpx_or_asyncio(world:
         f"kernevo.solver {found['import_ms']:.1f} ms, kernevo.load from the warm-start memo "
         f"{found['load_ms']:.1f} ms, first call {found['first_call_ms']:.1f} ms"
     )
+
+
+def test_a_key_folder_that_does_not_exist_is_not_created_unless_it_is_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped KERNEVO_KEY_DIR appeared on disk holding a secret (re-trial finding). Caught
+    by _create_secret: only the default key folder is created; elsewhere no memo is written."""
+    typo = tmp_path / "keyz"
+    with pytest.raises(OSError, match="does not exist"):
+        warm_start._create_secret(typo)
+    assert not typo.exists()
+    monkeypatch.setattr(warm_start, "DEFAULT_KEY_DIR", str(typo))
+    assert warm_start._create_secret(typo) is not None
+    assert (typo / warm_start.SECRET_FILE).is_file()
