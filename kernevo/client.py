@@ -566,10 +566,12 @@ def _outcome(answer: http_get.Answer, key: ChampionKey) -> FetchOutcome:
     if answer.status_code == 404:
         if service_error(body) is not None:
             return FetchOutcome("not_found", f"no champion on service (404: {_detail(body)})")
+        # Say what came instead (an empty body: nothing, not a dangling ": ").
+        came = f"; it sent {_detail(body)!r}" if body.strip() else "; its body was empty"
         return FetchOutcome(
             "invalid",
-            "bad service response: HTTP 404 without the service's JSON error body (is "
-            f"KERNEVO_API_URL a kernevo service?): {_detail(body)}",
+            "bad service response: HTTP 404 that is not the service's 'no champion' answer (is "
+            f"KERNEVO_API_URL a kernevo service?){came}",
         )
     if answer.status_code != 200:
         return FetchOutcome(

@@ -307,3 +307,14 @@ def test_another_404_is_unusable_not_a_remembered_no_champion(body: bytes) -> No
     under another base URL (Starlette's "Not Found"), must not be remembered as one. Caught by
     kernevo.client.service_error."""
     assert _fetch_answering(404, body) == "invalid"
+
+
+def test_an_empty_404_is_said_to_be_empty_not_left_dangling() -> None:
+    """The reason read "(is KERNEVO_API_URL a kernevo service?): ; disk cache: no entry" (re-trial
+    finding). Caught by kernevo.client._outcome: it says what came instead."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(404, content=b""))
+    outcome = fetch_champion(
+        "http://127.0.0.1:9", op="trsm", key=_KEY, timeout_s=5, transport=transport, m=32, n=32
+    )
+    assert outcome.status == "invalid"
+    assert outcome.detail.endswith("a kernevo service?); its body was empty")

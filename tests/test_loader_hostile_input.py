@@ -185,7 +185,10 @@ def test_deeply_nested_cache_entry_is_a_miss(tmp_path: Path) -> None:
     [
         (b"[" * 100_000, "bad service response: JSON nested too deep"),
         # not the service's own JSON error body: an unusable answer, not a remembered "none"
-        (b'{"detail": ' + b"[" * 100_000, "bad service response: HTTP 404 without the service's"),
+        (
+            b'{"detail": ' + b"[" * 100_000,
+            "bad service response: HTTP 404 that is not the service's",
+        ),
         # deep enough to pass the parser, too deep to store: refused before anything recurses
         (
             body_bytes({**champion_json(), "metrics": {"m": json.loads("[" * 500 + "]" * 500)}}),
