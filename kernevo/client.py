@@ -538,15 +538,18 @@ def _may_use_tls(api_url: str) -> bool:
     return api_url.lower().startswith("https:") or bool(urllib.request.getproxies())
 
 
-# Starlette's answer to a URL no route matches: a kernevo service under another base URL, not
-# "no champion" for the key asked.
-_NO_ROUTE = "Not Found"
+# How the service's "no champion" 404 begins (api.routes.kernels._no_champion): the one 404 the
+# loader remembers. Starlette's "Not Found" (a kernevo service under another base URL) and any
+# other application's error are not it.
+_NO_CHAMPION = "no champion yet for path"
 
 
 def service_error(body: bytes) -> str | None:
-    """The ``detail`` text of the service's own JSON error body (``{"detail": "<text>"}``, as
-    ``api.routes.kernels`` raises it for a key without a champion), or ``None`` for any other
-    body: empty, not JSON, another shape, or Starlette's ``"Not Found"`` for an unknown URL."""
+    """The ``detail`` text of the service's own "no champion" answer (``{"detail": "no champion
+    yet for …"}``, as ``api.routes.kernels._no_champion`` words it for a key without a
+    champion), or ``None`` for any other body: empty, not JSON, another shape, Starlette's
+    ``"Not Found"`` for an unknown URL, or another application's JSON error ("Item not found"
+    must not be remembered for an hour as "no champion")."""
     try:
         document = json.loads(body)
     except (ValueError, RecursionError):
@@ -554,7 +557,7 @@ def service_error(body: bytes) -> str | None:
     if not isinstance(document, dict) or not isinstance(document.get("detail"), str):
         return None
     detail = document["detail"]
-    return None if detail == _NO_ROUTE else detail
+    return detail if detail.startswith(_NO_CHAMPION) else None
 
 
 def _outcome(answer: http_get.Answer, key: ChampionKey) -> FetchOutcome:

@@ -299,8 +299,14 @@ def test_the_services_own_404_is_no_champion() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"", b"<html>Not Found</html>", b'{"detail": "Not Found"}', b'{"error": "none"}'],
-    ids=["empty", "html", "no-route", "other-json"],
+    [
+        b"",
+        b"<html>Not Found</html>",
+        b'{"detail": "Not Found"}',
+        b'{"error": "none"}',
+        b'{"detail": "Item not found"}',
+    ],
+    ids=["empty", "html", "no-route", "other-json", "other-apps-detail"],
 )
 def test_another_404_is_unusable_not_a_remembered_no_champion(body: bytes) -> None:
     """The loader remembers "no champion" for an hour: a proxy's 404, or a kernevo service

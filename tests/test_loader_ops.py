@@ -175,7 +175,7 @@ class Service:
         shape = [int(query[name]) for name in spec.params]
         body = self.bodies.get((query["path"], spec.bucket_of(*shape) or ""))
         if body is None:
-            return httpx.Response(404, json={"detail": "none"})
+            return httpx.Response(404, json={"detail": "no champion yet for path band_bidiag"})
         return httpx.Response(200, json=body)
 
 
@@ -350,7 +350,9 @@ def test_band_bidiag_takes_a_band_and_returns_d_and_e_by_bucket_or_lapack(other_
     wide = solver.explain(2048, 128)  # the other bucket: no champion there
     assert (wide.route, wide.shape_bucket) == ("lapack", "bw512")
     assert wide.fallback.startswith("LAPACK ?gbbrd on the host CPU")
-    assert wide.reason == "no champion on service (404: none); disk cache: no entry"
+    assert wide.reason == (
+        "no champion on service (404: no champion yet for path band_bidiag); disk cache: no entry"
+    )
     solver(on_device(np.ones((129, 2048)), order="F"))
     assert fallen == [(129, 2048)]
     assert solver.explain(4096, 1024).reason == "no path serves n=4096 bandwidth=1024"
