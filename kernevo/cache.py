@@ -122,6 +122,10 @@ class ChampionCache:
         """The metadata file of ``key``: ``<folder>/<shape_bucket>.json``."""
         return self.folder(key) / f"{key.shape_bucket}.json"
 
+    def cubin_file(self, key: ChampionKey, cubin_sha256: str) -> Path:
+        """The cubin of ``key`` whose sha256 is ``cubin_sha256``: ``<folder>/<sha256>.cubin``."""
+        return self.folder(key) / f"{cubin_sha256}.cubin"
+
     def entry_age_s(self, key: ChampionKey, now: float | None = None) -> float | None:
         """Seconds since ``key``'s entry file was last written (``now``, default
         ``time.time()``, less its modification time; negative when that time lies ahead of
@@ -218,7 +222,7 @@ class ChampionCache:
         if not isinstance(cubin_sha, str) or not _SHA256.fullmatch(cubin_sha):
             return CacheLookup(None, "disk cache: corrupt entry (no cubin_sha256)")
         try:
-            cubin = read_regular_file(entry.parent / f"{cubin_sha}.cubin", MAX_CUBIN_BYTES)
+            cubin = read_regular_file(self.cubin_file(key, cubin_sha), MAX_CUBIN_BYTES)
         except OSError as error:
             return CacheLookup(None, f"disk cache: cubin missing or unreadable ({_why(error)})")
         try:
@@ -260,9 +264,8 @@ class ChampionCache:
             ValueError: a key part of the champion is not a plain name.
         """
         key = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
-        folder = self.folder(key)
-        folder.mkdir(parents=True, exist_ok=True)
-        cubin_file = folder / f"{champion.cubin_sha256}.cubin"
+        self.folder(key).mkdir(parents=True, exist_ok=True)
+        cubin_file = self.cubin_file(key, champion.cubin_sha256)
         if not _holds(cubin_file, champion.cubin_sha256):
             write_atomically(cubin_file, champion.cubin)
         payload = champion.to_payload()

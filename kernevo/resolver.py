@@ -191,7 +191,7 @@ class Resolver:
         champion = decision.champion
         if decision.route == "kernel" and champion is not None and self._cache is not None:
             key = ChampionKey(champion.gpu, champion.path, champion.dtype, champion.shape_bucket)
-            cubin_file = self._cache.folder(key) / f"{champion.cubin_sha256}.cubin"
+            cubin_file = self._cache.cubin_file(key, champion.cubin_sha256)
         self._warm_start.record(shape, decision, tuple(files), cubin_file)
 
     def mark_failed(self, shape: tuple[int, ...], error: BaseException) -> Decision:
