@@ -473,8 +473,8 @@ def fetch_champion(
     error body, :func:`service_error`), ``invalid`` (another 404 or status, a body over the
     cap, not JSON, nested too deep, or not a champion for ``key``) or ``sha256_mismatch``.
     """
-    # Imported and built before the deadline starts: neither is the service's delay.
-    _http()
+    # Built before the deadline starts (http_get.request imports httpx before it too): neither
+    # is the service's delay.
     verify = tls_context(needs_ca=_may_use_tls(api_url))
     url = f"{api_url.rstrip('/')}/v1/kernels/best"
     # ``path``: this path's champion, not the service's pick among the paths serving (m, n):
