@@ -234,13 +234,21 @@ def _run_show(url: str, api: str, work: Path, workers: list[Worker], started: fl
                 and reached > checkpoint.iteration
                 and reached < ITERATIONS - 1
             ):
-                victim, victim_job = ids[job.claimed_by], job.id
-                break
+                candidate = ids[job.claimed_by]
+                claims = [m for line in candidate.lines() if (m := _CLAIMED.match(line))]
+                child = int(next(m[4] for m in claims if int(m[2]) == job.id))
+                # Freeze the job process first: under load it could otherwise record its last
+                # iterations and finish between this look and the kill (CI saw exactly that).
+                os.kill(child, signal.SIGSTOP)
+                if _jobs(url)[job.id].state == "running":
+                    victim, victim_job, victim_child = candidate, job.id, child
+                    break
+                os.kill(child, signal.SIGCONT)
         time.sleep(0.05)
-    assert victim is not None and victim_job is not None
-    claims = [m for line in victim.lines() if (m := _CLAIMED.match(line))]
-    victim_child = int(next(m[4] for m in claims if int(m[2]) == victim_job))
-    os.kill(victim.process.pid, signal.SIGKILL)  # the worker alone: its job process must follow
+    assert victim is not None and victim_job is not None and victim_child is not None
+    # The worker alone: its job process must follow (the parent-death signal is SIGKILL, which
+    # ends a stopped process too).
+    os.kill(victim.process.pid, signal.SIGKILL)
     victim.process.wait(10)
     while not _gone(victim_child):
         assert time.monotonic() < deadline, "the killed worker's job process lived on"
