@@ -14,7 +14,7 @@ What it asserts while it runs (each an ``AssertionError`` naming what broke):
 
 Arithmetic is float32 as the kernel's: each multiply-subtract is computed in float64 and rounded
 once to float32 (a float32 product is exact in float64, so this is ``fmaf`` up to a double
-rounding), each division in float32.
+rounding), each division (or, with ``recip_diag``, reciprocal and product) in float32.
 """
 
 from __future__ import annotations
@@ -30,12 +30,17 @@ WARP = 32
 
 @dataclass(frozen=True)
 class Tunables:
-    """The seed's tunables (``ST_WARPS``, ``ST_COLS_PER_WARP``, ``ST_TILE``; ``ST_UNROLL`` does
-    not change what is computed)."""
+    """The seed's tunables that change what is computed: ``ST_WARPS``, ``ST_COLS_PER_WARP``,
+    ``ST_TILE`` and ``ST_RECIP_DIAG`` (``recip_diag``: multiply by a float32 reciprocal of the
+    diagonal instead of dividing). ``ST_UNROLL``, ``ST_STAGE_VEC``, ``ST_STAGE_BATCH`` and
+    ``ST_PREFETCH_B`` change only how and when the same elements are loaded: the staging reads
+    of a 16-byte load in the diagonal tile are the lower triangle's elements, as the 4-byte
+    ones."""
 
     warps: int = 6
     cols_per_warp: int = 1
     tile: int = 64
+    recip_diag: bool = False
 
     @property
     def lds(self) -> int:
@@ -172,7 +177,11 @@ def emulate(problem: Problem, tun: Tunables, grid_y: int = 1) -> np.ndarray:
                         )[:, 0]
                         mask = (s_idx[:, None] >= t) & (row_in_tile > jrow) & (row_in_tile < rows)
                         av = _read(smem, staged, jrow * lds + row_in_tile, mask)  # (B, S, L)
-                        v = (acc[..., t, jj] / d[:, None, None]).astype(np.float32)  # (B, G, C)
+                        if tun.recip_diag:  # staged as a float32 1 / a_jj, then multiplied
+                            inv = (np.float32(1) / d).astype(np.float32)
+                            v = (acc[..., t, jj] * inv[:, None, None]).astype(np.float32)
+                        else:
+                            v = (acc[..., t, jj] / d[:, None, None]).astype(np.float32)
                         acc[..., t, jj] = v
                         below = (s_idx[:, None] >= t) & (row_in_tile > jrow)
                         update = (

@@ -50,6 +50,17 @@
 //                      interleave, hiding shuffle latency)
 //   ST_TILE            rows (and columns) of a tile of A staged in shared memory, a multiple of 32
 //   ST_UNROLL          unroll factor of the substitution and update loops
+//   ST_RECIP_DIAG      1: the staging stores 1 / a_jj in the diagonal tile, so a substitution
+//                      step multiplies instead of dividing (an IEEE float32 division is a
+//                      multi-instruction sequence on every step of the serial chain); 0: divide
+//   ST_STAGE_VEC       4: stage A with 16-byte loads where the block's rows allow it (lda a
+//                      multiple of 4, 16-byte aligned, tile width a multiple of 4), else as 1;
+//                      1: 4-byte loads
+//   ST_STAGE_BATCH     loads each thread issues before it stores any to shared memory: the
+//                      staging is latency-bound (one block per matrix), so more loads in
+//                      flight means fewer round trips to memory
+//   ST_PREFETCH_B      1: each warp reads its first column group of B for a row tile before the
+//                      tile of A is staged, so the two loads overlap; 0: after
 
 // ---- fixed prelude (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -67,10 +78,88 @@
 #define ST_COLS_PER_WARP 1  // tune: 1 2 4
 #define ST_TILE 64          // tune: 32 64 128
 #define ST_UNROLL 4         // tune: 1 2 4 8
+#define ST_RECIP_DIAG 0     // tune: 0 1
+#define ST_STAGE_VEC 1      // tune: 1 4
+#define ST_STAGE_BATCH 1    // tune: 1 2 4 8
+#define ST_PREFETCH_B 0     // tune: 0 1
 
 #define ST_ROWS_PER_LANE (ST_TILE / ST_WARP)
 #define ST_LDS (ST_TILE + 1)
 #define ST_THREADS (ST_WARP * ST_WARPS)
+
+// Four floats read with one 16-byte load (header-free: NVRTC's float4 needs no header either,
+// but this keeps the prelude's promise of nothing implicit).
+struct __align__(16) st_quad {
+  float v[4];
+};
+
+// Stages rows x cols of A at (r0, j0) into sA transposed (sA[j * ST_LDS + i] = A(r0 + i, j0 + j)),
+// by the whole block. In the diagonal tile (diag) only the lower triangle is read; its strict
+// upper triangle is stored as 0, and with ST_RECIP_DIAG its diagonal as 1 / a_jj. Loads are
+// issued ST_STAGE_BATCH at a time per thread before their stores, 16 bytes each where `vec`.
+// Called between the two barriers of a staging phase only.
+__device__ __forceinline__ void st_stage_tile(float* sA, const float* __restrict__ a, long long lda,
+                                              int r0, int j0, int rows, int cols, bool diag,
+                                              bool vec, int tid) {
+  const int width = vec ? 4 : 1;           // floats per load
+  const int units_per_row = cols / width;  // cols is a multiple of 4 where vec
+  const int units = rows * units_per_row;
+  for (int base = tid; base < units; base += ST_THREADS * ST_STAGE_BATCH) {
+    st_quad q[ST_STAGE_BATCH];
+#pragma unroll
+    for (int u = 0; u < ST_STAGE_BATCH; ++u) {
+      const int idx = base + u * ST_THREADS;
+      q[u].v[0] = q[u].v[1] = q[u].v[2] = q[u].v[3] = 0.0f;
+      if (idx < units) {
+        const int i = idx / units_per_row;
+        const int j = (idx - i * units_per_row) * width;
+        const float* src = a + (long long)(r0 + i) * lda + j0 + j;
+        if (vec && (!diag || j + 3 <= i)) {
+          q[u] = *(const st_quad*)src;
+        } else {
+          // One float, or the quad the diagonal crosses: its elements right of the diagonal are
+          // never read (they may be NaN, or anything).
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (e < width && (!diag || j + e <= i)) q[u].v[e] = src[e];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < ST_STAGE_BATCH; ++u) {
+      const int idx = base + u * ST_THREADS;
+      if (idx < units) {
+        const int i = idx / units_per_row;
+        const int j = (idx - i * units_per_row) * width;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (e < width) {
+            float v = q[u].v[e];
+            if (ST_RECIP_DIAG && diag && j + e == i) v = 1.0f / v;
+            sA[(j + e) * ST_LDS + i] = v;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Loads the accumulators of one column group (columns c0 ..) of a row tile from `src` (B or X):
+// acc[c][s] = row r0 + lane + 32 s, 0 outside the matrix.
+__device__ __forceinline__ void st_load_group(float (&acc)[ST_COLS_PER_WARP][ST_ROWS_PER_LANE],
+                                              const float* src, long long ld, int r0, int rows,
+                                              int c0, int k, int lane) {
+#pragma unroll
+  for (int c = 0; c < ST_COLS_PER_WARP; ++c) {
+#pragma unroll
+    for (int s = 0; s < ST_ROWS_PER_LANE; ++s) {
+      const int row = lane + ST_WARP * s;
+      const int col = c0 + c;
+      acc[c][s] = (row < rows && col < k) ? src[(long long)(r0 + row) * ld + col] : 0.0f;
+    }
+  }
+}
 
 extern "C" __global__ void kernevo_launch_config(int n, int k, int b2, int b3, int* cfg) {
   const int tile_rows = n < ST_TILE ? n : ST_TILE;
@@ -102,39 +191,39 @@ solve_tri_kernel(const float* __restrict__ A, const float* B, float* X, int n, i
   float* x = (float*)((char*)X + i2 * nb_x2 + i3 * nb_x3);
   const long long lda = nb_a1 / 4, ldb = nb_b1 / 4, ldx = nb_x1 / 4;
 
+  // 16-byte staging loads need every row of this block's A 16-byte aligned (the same in every
+  // thread of the block: a barrier-safe condition).
+  const bool a_rows_aligned =
+      ST_STAGE_VEC == 4 && lda % 4 == 0 && ((unsigned long long)a & 15ull) == 0ull;
+  const int cg_first = blockIdx.y * ST_WARPS + warp;  // this warp's first column group
+
   for (int r0 = 0; r0 < n; r0 += ST_TILE) {
     const int rows = min(ST_TILE, n - r0);  // rows of this row tile
+    // With ST_PREFETCH_B the first column group's B is in registers before A is staged.
+    float pre[ST_COLS_PER_WARP][ST_ROWS_PER_LANE];
+    if (ST_PREFETCH_B) st_load_group(pre, b, ldb, r0, rows, cg_first * ST_COLS_PER_WARP, k, lane);
     for (int j0 = 0; j0 <= r0; j0 += ST_TILE) {
       const bool diag = j0 == r0;
       const int cols = diag ? rows : ST_TILE;  // a tile left of the diagonal is full
       __syncthreads();  // every warp is done with the previous tile
-      for (int idx = tid; idx < rows * cols; idx += ST_THREADS) {
-        const int i = idx / cols;
-        const int j = idx - i * cols;
-        // The diagonal tile's strict upper triangle is not read from A (it may be NaN).
-        sA[j * ST_LDS + i] = (!diag || j <= i) ? a[(long long)(r0 + i) * lda + j0 + j] : 0.0f;
-      }
+      st_stage_tile(sA, a, lda, r0, j0, rows, cols, diag, a_rows_aligned && cols % 4 == 0, tid);
       __syncthreads();  // the tile is complete
 
-      for (int cg = blockIdx.y * ST_WARPS + warp; cg * ST_COLS_PER_WARP < k;
-           cg += gridDim.y * ST_WARPS) {
+      for (int cg = cg_first; cg * ST_COLS_PER_WARP < k; cg += gridDim.y * ST_WARPS) {
         const int c0 = cg * ST_COLS_PER_WARP;
         // acc[c][s]: row r0 + lane + 32 s of column c0 + c: B at the first column tile, the
         // partial sums this lane left in X otherwise.
         float acc[ST_COLS_PER_WARP][ST_ROWS_PER_LANE];
+        if (j0 != 0) {
+          st_load_group(acc, x, ldx, r0, rows, c0, k, lane);
+        } else if (ST_PREFETCH_B && cg == cg_first) {
 #pragma unroll
-        for (int c = 0; c < ST_COLS_PER_WARP; ++c) {
+          for (int c = 0; c < ST_COLS_PER_WARP; ++c) {
 #pragma unroll
-          for (int s = 0; s < ST_ROWS_PER_LANE; ++s) {
-            const int row = lane + ST_WARP * s;
-            const int col = c0 + c;
-            float v = 0.0f;
-            if (row < rows && col < k) {
-              v = j0 == 0 ? b[(long long)(r0 + row) * ldb + col]
-                          : x[(long long)(r0 + row) * ldx + col];
-            }
-            acc[c][s] = v;
+            for (int s = 0; s < ST_ROWS_PER_LANE; ++s) acc[c][s] = pre[c][s];
           }
+        } else {
+          st_load_group(acc, b, ldb, r0, rows, c0, k, lane);
         }
 
         if (!diag) {
@@ -176,7 +265,7 @@ solve_tri_kernel(const float* __restrict__ A, const float* B, float* X, int n, i
             ST_PRAGMA_UNROLL(ST_UNROLL)
             for (int jj = 0; jj < steps; ++jj) {
               const int j = ST_WARP * t + jj;
-              const float d = sA[j * ST_LDS + j];
+              const float d = sA[j * ST_LDS + j];  // 1 / a_jj with ST_RECIP_DIAG
               float av[ST_ROWS_PER_LANE];
 #pragma unroll
               for (int s = 0; s < ST_ROWS_PER_LANE; ++s) {
@@ -185,7 +274,8 @@ solve_tri_kernel(const float* __restrict__ A, const float* B, float* X, int n, i
               }
 #pragma unroll
               for (int c = 0; c < ST_COLS_PER_WARP; ++c) {
-                const float v = __shfl_sync(0xffffffffu, acc[c][t], jj) / d;
+                const float held = __shfl_sync(0xffffffffu, acc[c][t], jj);
+                const float v = ST_RECIP_DIAG ? held * d : held / d;
                 if (lane == jj) acc[c][t] = v;
                 // Only the rows below j: a solved row is final.
 #pragma unroll
