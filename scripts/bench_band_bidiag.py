@@ -23,11 +23,12 @@ uniform in [−1, 1], seed fixed by the shape):
   singular values against DGBBRD + DBDSQR in float64; in float64 the baseline's own DGBBRD is
   that reference, in float32 it costs one more DGBBRD).
 - ``--lapack-jobs J`` (default 1): the host work (each ?gbbrd timing and, with ``--check``, each
-  float64 reference) runs in J worker processes, largest sizes first, while the GPU times the
-  kernels; each ?gbbrd is still one single-threaded call, but J of them share the host's cores,
-  caches and memory bandwidth, which can only slow each one down (and so raise the speedup):
-  ``--solo N BW`` also times that one (n, BW) alone in every dtype after the pool has finished,
-  and the table prints both, so the effect is measured, not assumed.
+  float32 row's float64 reference, a task of its own) runs in J worker processes, largest sizes
+  first, while the GPU times the kernels; each ?gbbrd is still one single-threaded call, but J
+  of them share the host's cores, caches and memory bandwidth, which can only slow each one down
+  (and so raise the speedup): ``--solo N BW`` also times that one (n, BW) alone in every dtype
+  after the pool has finished, and the table prints both, so the effect is measured, not
+  assumed.
 
 Prints a Markdown table headed by the command, the GPU, the CPU and the date.
 """
@@ -43,6 +44,7 @@ import platform
 import shlex
 import statistics
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,7 @@ import numpy as np
 
 from seeds.band_bidiag import inputs, schedule
 from seeds.band_bidiag.baseline import LapackGbbrd
-from seeds.band_bidiag.lapack import bdsqr_singular_values
+from seeds.band_bidiag.lapack import bdsqr_singular_values, gbbrd
 from seeds.band_bidiag.reference import check_bidiagonal, reference_singular_values
 from seeds.band_bidiag.spec import BAND_BIDIAG
 
@@ -110,8 +112,6 @@ def gpu_driver(source: str, dtype: str) -> tuple[Any, str]:
 
 def time_kernel(driver: Any, band: np.ndarray, repeats: int) -> tuple[float, float, Any, Any]:
     """(capture seconds, median replay seconds, d, e) of the graph of one (n, BW)."""
-    import time
-
     import cupy
 
     n, bw = band.shape[1], band.shape[0] - 1
@@ -145,22 +145,25 @@ def band_of(n: int, bw: int, dtype: str) -> np.ndarray:
     return inputs.random_band(n, bw, np.dtype(dtype).type, rng)
 
 
-def host_work(n: int, bw: int, dtype: str, check: bool) -> tuple[float, np.ndarray | None]:
-    """One (n, BW, dtype)'s host side: seconds of one ?gbbrd in ``dtype`` and, when ``check``,
-    the float64 reference singular values (from that DGBBRD itself in float64, else one more
-    DGBBRD of the band widened to float64). Runs in a worker process of its own."""
-    band = band_of(n, bw, dtype)
+def host_time(n: int, bw: int, dtype: str, want_sigma: bool) -> tuple[float, np.ndarray | None]:
+    """Seconds of one ?gbbrd in ``dtype`` on the (n, BW) band (the host copy and dtype
+    conversion not counted, as ``LapackGbbrd.time``), and, when ``want_sigma`` and the dtype is
+    float64, the reference singular values from that same DGBBRD's (d, e). Runs in a worker
+    process of its own."""
     lapack = LapackGbbrd(dtype)
     lapack.reduce(band_of(8, 2, dtype))  # loads SciPy's LAPACK and the capsule untimed
-    seconds = lapack.time(band)
-    sigma = None
-    if check:
-        sigma = (
-            bdsqr_singular_values(*lapack.reduce(band))
-            if dtype == "float64"
-            else reference_singular_values(band)
-        )
+    host = np.asarray(band_of(n, bw, dtype), dtype=dtype, order="F")
+    start = time.perf_counter()
+    d, e = gbbrd(host)
+    seconds = time.perf_counter() - start
+    sigma = bdsqr_singular_values(d, e) if want_sigma and dtype == "float64" else None
     return seconds, sigma
+
+
+def host_reference(n: int, bw: int, dtype: str) -> np.ndarray:
+    """The float64 reference singular values of the (n, BW) band in ``dtype`` (widened, DGBBRD,
+    DBDSQR): a task of its own, so a float32 row's reference runs beside its timing."""
+    return reference_singular_values(band_of(n, bw, dtype))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     check = args.check and use_gpu
     # The host work starts first, largest first (n²·BW), so the pool ends about when the GPU does.
     pool = concurrent.futures.ProcessPoolExecutor(args.lapack_jobs)
-    host = {
-        key: pool.submit(host_work, *key, check)
-        for key in sorted(keys, key=lambda k: -k[0] * k[0] * k[1])
+    largest_first = sorted(keys, key=lambda k: -k[0] * k[0] * k[1])
+    host = {key: pool.submit(host_time, *key, check) for key in largest_first}
+    references = {
+        key: pool.submit(host_reference, *key)
+        for key in largest_first
+        if check and key[2] != "float64"
     }
     kernel: dict[tuple[int, int, str], tuple[int, int, float, float, Any, Any]] = {}
     if use_gpu:
@@ -222,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for key in keys:
         lapack_s, sigma = host[key].result()
+        if key in references:
+            sigma = references[key].result()
         row = Row(*key, lapack_s)
         if key in kernel:
             row.tw, row.launches, row.capture_s, row.kernel_s, d, e = kernel[key]
@@ -240,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n?gbbrd at n = {n}, BW = {bw}, alone (after the pool) vs in the pool:\n")
         print("| dtype | alone s | in the pool s |\n|---|---|---|")
         for dtype in args.dtype:
-            alone, _ = host_work(n, bw, dtype, False)
+            alone, _ = host_time(n, bw, dtype, False)
             pooled = next(r.lapack_s for r in rows if (r.n, r.bw, r.dtype) == (n, bw, dtype))
             print(f"| {dtype} | {alone:.3f} | {pooled:.3f} |")
     if args.json:
