@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_band_bidiag.py"
 
 
@@ -36,3 +38,35 @@ def test_lapack_only_rows_for_every_shape_and_dtype(tmp_path, capsys, monkeypatc
     ]
     assert all(r["lapack_s"] > 0 and r["kernel_s"] is None for r in rows)
     assert printed.count("| not run |") == 8
+
+
+def test_a_pool_of_workers_gives_the_same_rows_and_times_one_size_alone(tmp_path, capsys):
+    """``--lapack-jobs 2``: the host timings come from worker processes, in the table's order
+    (not the pool's largest-first order); ``--solo`` re-times one size in every dtype."""
+    bench = load_script()
+    out = tmp_path / "rows.json"
+    args = ["--n", "64", "200", "--bw", "4", "16", "--dtype", "float32", "float64",
+            "--lapack-only", "--lapack-jobs", "2", "--solo", "200", "16",
+            "--json", str(out)]  # fmt: skip
+    assert bench.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "lapack: 2 worker process(es)" in printed
+    rows = json.loads(out.read_text())
+    assert [(r["n"], r["bw"], r["dtype"]) for r in rows] == [
+        (n, bw, dtype) for dtype in ("float32", "float64") for n in (64, 200) for bw in (4, 16)
+    ]
+    assert all(r["lapack_s"] > 0 for r in rows)
+    solo = printed[printed.index("alone (after the pool)") :]
+    assert "| float32 |" in solo and "| float64 |" in solo
+
+
+def test_bad_pool_and_solo_arguments_are_one_line_errors(capsys):
+    bench = load_script()
+    for args, message in [
+        (["--lapack-only", "--lapack-jobs", "0"], "--lapack-jobs must be 1 to"),
+        (["--lapack-only", "--n", "64", "--bw", "4", "--solo", "64", "8"], "is not one of"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            bench.main(args)
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err
