@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# On a lent machine with two H200s (kind nvidia-h200-x2; after `. scripts/device_env.sh`, `.whl`
-# carried): what issue 7 still lacks after RESULTS 19, for a session's first call.
-#   1. Champions for the sweep, each from a real job (seed + 1 child, promoted at the end), two
-#      lanes: trsm_small (complex128, float64), trsm_small_z64 (complex128), trsm_blocked at
-#      m128_2048 (complex128) and m2049_16384 (complex128, float64).
+# On a lent machine with one or two H200s (after `. scripts/device_env.sh`, `.whl` carried):
+# what issue 7 still lacks after RESULTS 19.
+#   1. Champions for the sweep, each from a real job (seed + 1 child, promoted at the end):
+#      trsm_small, trsm_small_z64 and trsm_blocked at m128_2048, all complex128, on GPU 0; with a
+#      second GPU also, on GPU 1, trsm_small float64, trsm_blocked float64 at m128_2048 and
+#      complex128 at m2049_16384.
 #   2. `kernevo serve` on that database and scripts/trsm_sweep.py for complex128 (routed to
-#      trsm_small, trsm_small_z64, trsm_blocked and cuBLAS) and float64 (trsm_small,
-#      trsm_blocked, cuBLAS), every shape's route and LAPACK ratio printed.
+#      trsm_small, trsm_small_z64, trsm_blocked and cuBLAS) and, with the second lane's
+#      champions, float64 (trsm_small, trsm_blocked, cuBLAS), every shape's route and LAPACK
+#      ratio printed.
 #   3. Nsight Compute on float32 16384² (the seed's one miss of the 1.2x target: 1.13x, RESULTS
 #      16): the GEMM kernels' SOL and the inversion kernel's, what limits them.
 # The remaining ≥ 30-iteration jobs (float32 at m128_2048; float32 and float64 at m2049_16384,
@@ -27,9 +29,12 @@ one() {  # gpu, path, dtype, bucket ("-": the path's first)
 }
 step 60 champions.log kernevo evolve --path trsm_small --dtype complex128 --iterations 1 \
   --promote-every 1 --gpu 0   # creates and migrates the database before the lanes share it
-{ one 0 trsm_small float64 -; one 0 trsm_small_z64 complex128 -;
-  one 0 trsm_blocked complex128 m128_2048; } &
-{ one 1 trsm_blocked complex128 m2049_16384; one 1 trsm_blocked float64 m2049_16384; } &
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+{ one 0 trsm_small_z64 complex128 -; one 0 trsm_blocked complex128 m128_2048; } &
+if (( gpus > 1 )); then
+  { one 1 trsm_small float64 -; one 1 trsm_blocked float64 m128_2048;
+    one 1 trsm_blocked complex128 m2049_16384; } &
+fi
 wait
 step 20 stats.txt python3 scripts/job_stats.py "$KERNEVO_DATABASE_URL"
 
@@ -38,8 +43,10 @@ server=$!
 for _ in $(seq 60); do curl -sf http://127.0.0.1:8765/healthz >/dev/null && break; sleep 0.5; done
 step 120 sweep.md python3 scripts/trsm_sweep.py --dtype complex128 --api http://127.0.0.1:8765 \
   --cache /tmp/k7r/cache --expect-paths trsm_small trsm_small_z64 trsm_blocked cublas
-step 90 sweep.md python3 scripts/trsm_sweep.py --dtype float64 --api http://127.0.0.1:8765 \
-  --cache /tmp/k7r/cache --expect-paths trsm_small trsm_blocked cublas
+if (( gpus > 1 )); then
+  step 90 sweep.md python3 scripts/trsm_sweep.py --dtype float64 --api http://127.0.0.1:8765 \
+    --cache /tmp/k7r/cache --expect-paths trsm_small trsm_blocked cublas
+fi
 kill "$server"; wait "$server" 2>/dev/null
 
 step 90 ncu.txt ncu --clock-control none -c 12 --section SpeedOfLight --section Occupancy \
