@@ -34,11 +34,10 @@ def _reason(error: BaseException) -> str:
 _CREATES_IT = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
 
 
-def _missing_sqlite_file(url: str) -> str | None:
-    """The refusal of ``url`` when it names a SQLite file (not a ``file:`` URI) that does not
-    exist, else ``None`` (a URL that does not parse is left to the caller)."""
-    from pathlib import Path
-
+def _sqlite_path(url: str) -> str | None:
+    """The SQLite file ``url`` names, as written (``./kernevo.db``); ``None`` for another
+    database, an in-memory one, a ``file:`` URI or a URL that does not parse (the caller's
+    error)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -51,22 +50,82 @@ def _missing_sqlite_file(url: str) -> str | None:
     database = parsed.database or ""
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
-    if Path(database).expanduser().is_file():
+    return database
+
+
+def sqlite_file_problem(url: str, *, missing_hint: str | None = None) -> str | None:
+    """The one-line refusal of ``url`` when it names a SQLite path that cannot be a database
+    file, else ``None``: a directory or another file that is not a regular one (SQLite would
+    say only "unable to open database file", and a worker's lock "Is a directory"), or, given
+    ``missing_hint`` (the command needs an existing database; the hint says what to do
+    instead), nothing at that path. Checked before anything opens or creates the file."""
+    from pathlib import Path
+
+    database = _sqlite_path(url)
+    if database is None:
         return None
-    return f"database {display_url(url)}: no such file {database} ({_CREATES_IT})"
+    path = Path(database).expanduser()
+    if path.is_dir():
+        return f"database {display_url(url)}: {database} is a directory, not a database file"
+    if path.exists() and not path.is_file():
+        return f"database {display_url(url)}: {database} is not a regular file"
+    if missing_hint is not None and not path.exists():
+        return f"database {display_url(url)}: no such file {database} ({missing_hint})"
+    return None
 
 
-def open_store(url: str, *, create: bool = True) -> Engine:
+def _not_kernevo(url: str, hint: str) -> str:
+    """The refusal of ``url``, an existing database holding no kernevo schema (no Alembic
+    revision): an empty SQLite file (0 bytes, which SQLite reads as an empty database) is
+    said as such."""
+    from pathlib import Path
+
+    shown = display_url(url)
+    database = _sqlite_path(url)
+    try:
+        empty = database is not None and Path(database).expanduser().stat().st_size == 0
+    except OSError:  # gone since it was read: say what was found
+        empty = False
+    if empty:
+        return f"database {shown}: {database} is an empty file, not a kernevo database ({hint})"
+    return f"database {shown}: not a kernevo database, it has no kernevo tables ({hint})"
+
+
+def _read_revision(url: str) -> tuple[Engine, str | None]:
+    """A read engine on ``url`` (``db.session.make_read_engine``: it creates, migrates and
+    writes nothing) and the Alembic revision the database is at (``None``: no kernevo schema).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError, OSError, ValueError, ImportError: the database cannot
+            be opened or read (SQLite's "file is not a database" for a foreign file).
+    """
+    from alembic.runtime.migration import MigrationContext
+
+    from db.session import make_read_engine
+
+    engine = make_read_engine(url)
+    try:
+        with engine.connect() as connection:
+            return engine, MigrationContext.configure(connection).get_current_revision()
+    except BaseException:
+        engine.dispose()
+        raise
+
+
+def open_store(url: str, *, create: bool = True, hint: str = _CREATES_IT) -> Engine:
     """An engine on the lineage store at ``url``, migrated to the newest schema (Alembic),
-    so one command works on a fresh SQLite file. ``create=False`` (``kernevo token``,
-    ``kernevo cancel``: commands with nothing to do in a new database) refuses a SQLite file
-    that does not exist instead of creating it, as the read-only commands do
-    (:func:`open_existing_store`); an existing one is still migrated.
+    so one command works on a fresh SQLite file. ``create=False`` (``kernevo evolve --resume``,
+    ``kernevo cancel``, ``kernevo token create|revoke``: commands with nothing to do in a new
+    database) migrates only a database that already holds a kernevo schema (an older one): a
+    SQLite file that does not exist, an empty file or a database without kernevo tables is
+    refused, read but never written, and ``hint`` (in parentheses) says what to do instead. A
+    SQLite path that is a directory is refused either way.
 
     Raises:
         StoreError: one line: the URL does not parse or names an in-memory SQLite database,
-            the SQLite file is missing (with ``create=False``), the server is unreachable, or
-            a migration fails.
+            the SQLite path is a directory, the SQLite file is missing or the database is not
+            a kernevo one (with ``create=False``), the server is unreachable, or a migration
+            fails.
     """
     from alembic.util import CommandError
     from sqlalchemy import text
@@ -77,9 +136,14 @@ def open_store(url: str, *, create: bool = True) -> Engine:
 
     if (problem := in_memory_problem(url)) is not None:
         raise StoreError(problem)
-    if not create and (missing := _missing_sqlite_file(url)) is not None:
-        raise StoreError(missing)
+    if (problem := sqlite_file_problem(url, missing_hint=None if create else hint)) is not None:
+        raise StoreError(problem)
     try:
+        if not create:
+            engine, revision = _read_revision(url)
+            engine.dispose()
+            if revision is None:
+                raise StoreError(_not_kernevo(url, hint))
         upgrade(url)
         engine = make_engine(url)
         with engine.connect() as connection:
@@ -97,36 +161,34 @@ def open_existing_store(url: str) -> Engine:
     file nor its folder nor a table; only ``kernevo evolve`` and ``kernevo serve`` do that.
 
     Raises:
-        StoreError: one line: the URL does not parse, the SQLite file does not exist, the server
-            is unreachable, or the database is not at this kernevo's schema.
+        StoreError: one line: the URL does not parse, the SQLite path is a directory or does
+            not exist, the server is unreachable, or the database is not at this kernevo's
+            schema (an empty file and a database without kernevo tables are said as such).
     """
-
-    from alembic.runtime.migration import MigrationContext
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from db.migrate import head_revision
-    from db.session import in_memory_problem, make_read_engine
+    from db.session import in_memory_problem
 
     shown = display_url(url)
     try:
         make_url(url)
     except ArgumentError as error:
         raise StoreError(f"database {shown}: {_reason(error)}") from None
-    hint = _CREATES_IT
     if (problem := in_memory_problem(url)) is not None:
         raise StoreError(problem)
-    if (missing := _missing_sqlite_file(url)) is not None:
-        raise StoreError(missing)
+    if (problem := sqlite_file_problem(url, missing_hint=_CREATES_IT)) is not None:
+        raise StoreError(problem)
     try:
-        engine = make_read_engine(url)
-        with engine.connect() as connection:
-            revision = MigrationContext.configure(connection).get_current_revision()
+        engine, revision = _read_revision(url)
     except (SQLAlchemyError, OSError, ValueError, ImportError) as error:
         raise StoreError(f"database {shown}: {_reason(error)}") from None
+    if revision is None:
+        engine.dispose()
+        raise StoreError(_not_kernevo(url, _CREATES_IT))
     head = head_revision()
     if revision != head:
         engine.dispose()
-        found = "has no kernevo tables" if revision is None else f"is at schema {revision}"
-        raise StoreError(f"database {shown}: {found}, not {head} ({hint})")
+        raise StoreError(f"database {shown}: is at schema {revision}, not {head} ({_CREATES_IT})")
     return engine

@@ -181,14 +181,14 @@ def check_database(url: str, slots: int) -> Iterator[None]:
     an in-memory database cannot be shared with the job processes at all.
 
     Raises:
-        WorkerError: one line: a second worker on the file, several slots, or an in-memory
-            database.
+        WorkerError: one line: a second worker on the file, several slots, an in-memory
+            database, or a SQLite path that is a directory.
         OSError: the database's folder or file cannot be created or opened for writing.
     """
     from sqlalchemy.engine import make_url
 
     from db.session import sqlite_file
-    from evolver.store import display_url
+    from evolver.store import display_url, sqlite_file_problem
 
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
@@ -196,6 +196,8 @@ def check_database(url: str, slots: int) -> Iterator[None]:
         return
     shown = display_url(url)
     database = sqlite_file(parsed)
+    if (problem := sqlite_file_problem(url)) is not None:  # a directory: say so, not Errno 21
+        raise WorkerError(problem)
     if database is None:
         raise WorkerError(
             f"database {shown}: a worker's job processes cannot share an in-memory or URI "

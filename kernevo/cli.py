@@ -237,9 +237,10 @@ def _evolve_job(args: argparse.Namespace) -> int:
                 "--iterations extends it, and --gpu moves it to another GPU of the same model)"
             )
         job_id = None if args.resume == "latest" else int(args.resume)
-        # A job to resume lives in an existing database: a missing SQLite file is said as such
-        # (as 'kernevo jobs' says it), never created and migrated only to find no job in it.
-        open_store(database_url, create=False).dispose()
+        # A job to resume lives in an existing kernevo database: a missing SQLite file, an empty
+        # one or a database without kernevo tables is said as such, never created and migrated
+        # only to find no job in it.
+        open_store(database_url, create=False, hint=_RESUME_HINT).dispose()
         try:
             outcome = resume_job(
                 job_id,
@@ -270,6 +271,12 @@ def _evolve_job(args: argparse.Namespace) -> int:
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+# What a refusal of a database without the job suggests: creating one (what evolve or serve
+# would do) finds no job in it either.
+_JOB_DATABASE_HINT = "point --database-url (or KERNEVO_DATABASE_URL) at the job's database"
+_RESUME_HINT = f"run 'kernevo evolve' without --resume to start a new job, or {_JOB_DATABASE_HINT}"
 
 
 def _kept_on_resume(args: argparse.Namespace) -> list[tuple[str, bool]]:
@@ -1125,8 +1132,9 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     from db.session import session_scope
     from evolver.store import open_store
 
-    # Nothing to cancel in a database that does not exist: refused, never created.
-    engine = open_store(_store_url(args), create=False)
+    # Nothing to cancel in a database that does not exist or holds no kernevo tables: refused,
+    # never created nor migrated.
+    engine = open_store(_store_url(args), create=False, hint=_JOB_DATABASE_HINT)
     try:
         with session_scope(engine) as s:
             outcome = queue.cancel_job(s, args.job)
@@ -1389,8 +1397,9 @@ def _cmd_token(args: argparse.Namespace) -> int:
             when = "-" if revoked is None else f"{revoked:%Y-%m-%d %H:%M:%S}"
             print(f"{token_id:>4}  {scope:<5}  {created:%Y-%m-%d %H:%M:%S}  {when:<19}  {name}")
         return 0
-    # Creating or revoking needs the table: migrate an existing database first, but never
-    # create one (a token in a new file no service reads is a mistake: a mistyped path).
+    # Creating or revoking needs the table: migrate an existing kernevo database first, but
+    # never create one, nor write the schema into an empty or foreign file (a token in a new
+    # database no service reads is a mistake: a mistyped path).
     engine = open_store(url, create=False)
     try:
         with session_scope(engine) as s:

@@ -500,19 +500,23 @@ def checked_shape(spec: Any, shape: tuple[Any, ...]) -> tuple[int, ...]:
     """``shape`` (an op's parameters in order, as :meth:`OpSolver.explain` takes them) as a
     tuple of ``int``, checked: one value per parameter of ``spec`` (a ``seeds.ops.OpSpec``),
     each an integer (``operator.index``: NumPy integers are; bools, floats and strings are
-    not), at least 1 (0 where a parameter's 0 is a real problem, :data:`_ZERO_IS_A_PROBLEM`),
-    inside the op's range and relations (``OpSpec.check_shape``).
+    not), inside the op's range narrowed to at least 1 (0 where a parameter's 0 is a real
+    problem, :data:`_ZERO_IS_A_PROBLEM`), and the op's relations (``OpSpec.check_shape``).
 
     Raises:
-        seeds.ops.ShapeError: the first problem, one line naming the shape and the parameter.
+        seeds.ops.ShapeError: the first problem, one line naming the shape and the parameter;
+            a value out of range is told with the range checked here (``m=0 is out of range:
+            trsm takes 1 <= m <= 2147483647``, not the op's ``0 <= m``).
     """
+    import dataclasses
     import operator
 
     shown = repr(tuple(shape))
     shown = shown if len(shown) <= 120 else f"{shown[:117]}..."
     names = spec.param_names
     values = [] if len(shape) == len(names) else list(shape)  # the count: check_shape says
-    for name, value in zip(names, shape if not values else (), strict=False):
+    for param, value in zip(spec.params, shape if not values else (), strict=False):
+        name = param.name
         # bool is an int, and NumPy's bool_ has __index__: neither is a size.
         if isinstance(value, bool) or type(value).__name__ == "bool_":
             index = None
@@ -526,11 +530,10 @@ def checked_shape(spec: Any, shape: tuple[Any, ...]) -> tuple[int, ...]:
                 f"shape {shown}: {name}={value!r:.40} is not an integer", param=name, kind="range"
             )
         least = 0 if (spec.name, name) in _ZERO_IS_A_PROBLEM else 1
-        if index < least:
-            what = "a non-negative" if least == 0 else "a positive"
-            raise ops.ShapeError(
-                f"shape {shown}: {name}={index} is not {what} integer", param=name, kind="range"
-            )
+        # One range, told as checked: the op's with its lower bound raised to ``least``.
+        checked = dataclasses.replace(param, low=max(param.low, least))
+        if problem := checked.out_of_range(index, spec.name):
+            raise ops.ShapeError(f"shape {shown}: {problem}", param=name, kind="range")
         values.append(index)
     try:
         return tuple(spec.check_shape(values))

@@ -359,8 +359,9 @@ def test_resume_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
         done = _kernevo("evolve", "--resume", *resume, tmp_path=tmp_path)
         assert done.returncode == 1
         assert _one_line_error(done) == (
-            f"kernevo: database sqlite:///{database}: no such file {database} ('kernevo "
-            "evolve' or 'kernevo serve' creates and migrates it)"
+            f"kernevo: database sqlite:///{database}: no such file {database} (run 'kernevo "
+            "evolve' without --resume to start a new job, or point --database-url (or "
+            "KERNEVO_DATABASE_URL) at the job's database)"
         )
         assert not database.exists()
     open_store(f"sqlite:///{database}").dispose()

@@ -78,17 +78,21 @@ def test_token_errors_are_one_line(
     assert usage.value.code == 2
 
 
+_CREATES_IT = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
+
+
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "hint"),
     [
-        ["token", "list"],
-        ["token", "create", "--scope", "write"],  # the tester's: it made a new database
-        ["token", "revoke", "1"],
-        ["cancel", "1"],
+        (["token", "list"], _CREATES_IT),
+        (["token", "create", "--scope", "write"], _CREATES_IT),  # the tester's: it made one
+        (["token", "revoke", "1"], _CREATES_IT),
+        # A new database holds no job to cancel: the advice is the job's database.
+        (["cancel", "1"], "point --database-url (or KERNEVO_DATABASE_URL) at the job's database"),
     ],
 )
 def test_no_token_command_creates_a_database(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str], argv: list[str]
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], argv: list[str], hint: str
 ) -> None:
     """A mistyped --database-url is refused the same way by every command that has nothing to
     do in a new database, and the file (and its folder) is not created."""
@@ -96,10 +100,7 @@ def test_no_token_command_creates_a_database(
     url = f"sqlite:///{path}"
     status, out, err = _run(capsys, *argv, "--database-url", url)
     assert (status, out) == (1, "")
-    assert err == (
-        f"kernevo: database {url}: no such file {path} ('kernevo evolve' or 'kernevo serve' "
-        "creates and migrates it)\n"
-    )
+    assert err == f"kernevo: database {url}: no such file {path} ({hint})\n"
     assert not path.parent.exists()
 
 

@@ -102,8 +102,8 @@ def test_a_lock_file_that_cannot_be_read_names_the_variable_and_keeps_the_value(
 @pytest.mark.parametrize(
     ("shape", "says"),
     [
-        ((-1, 5), "shape (-1, 5): m=-1 is not a positive integer"),
-        ((0, 0), "shape (0, 0): m=0 is not a positive integer"),
+        ((-1, 5), "shape (-1, 5): m=-1 is out of range: trsm takes 1 <= m <= 2147483647"),
+        ((0, 0), "shape (0, 0): m=0 is out of range: trsm takes 1 <= m <= 2147483647"),
         (("a", "b"), "shape ('a', 'b'): m='a' is not an integer"),
         ((64.0, 64), "shape (64.0, 64): m=64.0 is not an integer"),
         ((True, 64), "shape (True, 64): m=True is not an integer"),
