@@ -227,6 +227,12 @@ def describe_kinds(kinds: tuple[str, ...], dtype: str) -> str:
     return "; ".join(words[kind] for kind in ("bounded", *kinds))
 
 
+# make_problem's working block of rows of A, in bytes of its float64/complex128 draws: small
+# enough that the block's temporaries stay in cache, large enough that a column of a block,
+# written into the Fortran-order A, is many cache lines long.
+_BLOCK_BYTES = 1 << 20
+
+
 def _off_diagonal_scale(kind: str, m: int) -> float:
     """The factor on the off-diagonals' uniform [-1, 1] draws for ``kind`` at order ``m``."""
     if kind == "growth":
@@ -255,19 +261,44 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
     np_dtype = NUMPY_DTYPES[dtype]
     complex_ = np.issubdtype(np_dtype, np.complexfloating)
     rng = np.random.default_rng([seed, m, n, _KIND_STREAM[kind]])
-    a = np.tril(_uniform(rng, (m, m), complex_) * _off_diagonal_scale(kind, m), -1)
+    # Every draw in the order the seeds were recorded with: A's off-diagonals (real parts, then
+    # imaginary parts, as _uniform draws them), the diagonal, B, the trap's or graded rows.
+    parts = [rng.uniform(-1, 1, (m, m)) for _ in range(2 if complex_ else 1)]
     magnitude = rng.uniform(0.5, 1.0, m) if kind == "growth" else rng.uniform(1.0, 2.0, m)
     phase = np.exp(2j * np.pi * rng.uniform(0, 1, m)) if complex_ else rng.choice([-1.0, 1.0], m)
-    a[np.diag_indices(m)] = magnitude * phase
-    a[np.triu_indices(m, 1)] = np.nan
     b = _uniform(rng, (m, n), complex_)
+    row_exponents: np.ndarray | None = None
+    row_factors: np.ndarray | None = None
     if kind == "trap":
         low, high = TRAP_ROW_EXPONENTS[dtype]
-        rows = rng.permutation(np.resize([low, 0, high], m))[:, None]
-        a, b = _ldexp(a, rows), _ldexp(b, rows)
+        row_exponents = rng.permutation(np.resize([low, 0, high], m))[:, None]
+        b = _ldexp(b, row_exponents)
     if kind == "graded":
-        a = a * 10.0 ** -rng.uniform(0, GRADED_DECADES[dtype], m)[:, None]
-    return Problem(np.asfortranarray(a, np_dtype), np.asfortranarray(b, np_dtype), kind, seed)
+        row_factors = 10.0 ** -rng.uniform(0, GRADED_DECADES[dtype], m)[:, None]
+    diagonal = magnitude * phase
+    scale = _off_diagonal_scale(kind, m)
+    a = np.empty((m, m), np_dtype, order="F")
+    # A is built a block of rows at a time, each by the elementwise expressions of the
+    # whole-matrix build (A0·scale, lower triangle kept, diagonal set, NaN above, rows scaled in
+    # float64/complex128, cast last), so the bytes are those of that build
+    # (tests/test_inputs_fast_build.py) while every temporary stays a block in cache.
+    rows_per_block = max(1, _BLOCK_BYTES // (m * parts[0].itemsize * len(parts)))
+    for start in range(0, m, rows_per_block):
+        rows = slice(start, min(start + rows_per_block, m))
+        # _uniform's expression on the block; a real block is a view of draws used once, so
+        # it is scaled in place.
+        block = (parts[0][rows] + 1j * parts[1][rows]) / np.sqrt(2) if complex_ else parts[0][rows]
+        block *= scale
+        local = np.arange(block.shape[0])
+        block[local, start + local] = diagonal[rows]
+        for row in local:
+            block[row, start + row + 1 :] = np.nan
+        if row_exponents is not None:
+            block = _ldexp(block, row_exponents[rows])
+        if row_factors is not None:
+            block *= row_factors[rows]
+        a[rows] = block
+    return Problem(a, np.asfortranarray(b, np_dtype), kind, seed)
 
 
 def _ldexp(x: np.ndarray, exponent: Any) -> np.ndarray:

@@ -35,11 +35,13 @@ def audit_partner(problem: Problem) -> Problem:
         raise ValueError("an audit pair needs m >= 2")
     seed = problem.seed ^ _PARTNER_SEED_MIX
     fresh = make_problem(m, n, problem.b.dtype.name, seed, problem.kind)
-    a = problem.a.copy(order="F")
-    lower = np.tril_indices(m, -1)
-    a[lower] = fresh.a[lower]
-    b = problem.b.copy(order="F")
-    b[1 : m - 1] = fresh.b[1 : m - 1]
+    # The fresh arrays are this function's own: the kept parts of ``problem`` are copied into
+    # them, column j's diagonal and what lies above it (contiguous in Fortran order), B's first
+    # and last rows.
+    a, b = fresh.a, fresh.b
+    for j in range(m):
+        a[: j + 1, j] = problem.a[: j + 1, j]
+    b[[0, m - 1]] = problem.b[[0, m - 1]]
     return Problem(a, b, "audit_pair", seed)
 
 
