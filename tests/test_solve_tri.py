@@ -746,3 +746,39 @@ def test_solve_on_cupy_arrays(seed_driver, cublas):
         seed_driver.solve(a.astype(cupy.float64), b)
     with pytest.raises(layout.LayoutError, match="X overlaps"):
         seed_driver.solve(a, b, out=wide[..., 1:11])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "barrier",
+    [
+        None,  # the control: the seed itself runs clean under the same tool and shape
+        "__syncthreads();  // every warp is done with the previous tile",
+        "__syncthreads();  // the tile is complete",
+    ],
+    ids=["seed", "no_barrier_before_staging", "no_barrier_after_staging"],
+)
+def test_a_missing_barrier_between_warps_is_refused_by_racecheck(tmp_path, barrier):
+    """Issue 8's red team: a block barrier dropped from the staging of A, the published kernel's
+    class of fault. Without the first, a warp done with a tile stages the next one over it while
+    other warps still read it; without the second, warps read the tile before the others have
+    staged it. Whether X comes out wrong depends on how the warps happen to run, so the check
+    that must refuse it regardless is the promotion's racecheck at the sanitizer shape
+    (several row tiles, warps with uneven column groups): run here as promotion runs it."""
+    from evaluator.tools import find_tool, run_sanitizer
+
+    sanitizer = find_tool("compute-sanitizer")
+    assert sanitizer is not None, "the GPU machine's CUDA toolkit has compute-sanitizer"
+    source = SEED
+    if barrier is not None:
+        assert SEED.count(barrier) == 1
+        source = SEED.replace(barrier, "// (barrier removed)")
+    cubin = _compile(source, tmp_path).cubin
+    failure = run_sanitizer(
+        sanitizer, "racecheck", cubin, "solve_tri", "float32", SANITIZER_SHAPE, 0, 300.0
+    )
+    if barrier is None:
+        assert failure is None, failure.describe()
+    else:
+        assert failure is not None and failure.check == "sanitizer_racecheck"
+        assert "race" in failure.detail.lower(), failure.detail
