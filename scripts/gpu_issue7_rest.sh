@@ -49,5 +49,6 @@ if (( gpus > 1 )); then
 fi
 kill "$server"; wait "$server" 2>/dev/null
 
-step 90 ncu.txt ncu --clock-control none -c 12 --section SpeedOfLight --section Occupancy \
-  python3 scripts/bench_blocked.py --dtype float32 --shapes 16384x16384 --rounds 1
+step 120 ncu.txt ncu --clock-control none --profile-from-start off -c 12 \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+  python3 scripts/profile_blocked.py --dtype float32 --shape 16384x16384
