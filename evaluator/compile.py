@@ -53,8 +53,10 @@ class KernelResources:
 class CompileResult:
     """The outcome of one compilation; ``ok`` False means ``log`` holds the compiler's errors.
 
-    ``limit`` is empty unless the sandbox stopped NVRTC: ``"time"`` (wall-clock limit),
-    ``"memory"`` (address-space limit) or ``"crash"`` (the compiler child died or raised).
+    ``limit`` is empty unless the sandbox stopped NVRTC: ``"time"`` (CPU-time limit), ``"wall"``
+    (the wall-clock backstop), ``"memory"`` (address-space limit) or ``"crash"`` (the compiler
+    child died or raised). ``seconds`` is wall clock, ``cpu_seconds`` NVRTC's CPU time (0 for
+    a cached result written before it was recorded, or where ``/proc`` cannot say).
     """
 
     ok: bool
@@ -68,6 +70,7 @@ class CompileResult:
     resources: dict[str, KernelResources] = field(default_factory=dict)
     cached: bool = False
     limit: str = ""
+    cpu_seconds: float = 0.0
 
     def summary(self) -> dict[str, object]:
         """JSON-able metadata (everything but the cubin bytes)."""
@@ -196,7 +199,10 @@ def compile_cubin(
     done = compiler.compile(source, name, list(opts))
     log = cap_log(done.log)
     if not done.ok:
-        return CompileResult(False, log, opts, arch, version, done.seconds, limit=done.limit)
+        return CompileResult(
+            False, log, opts, arch, version, done.seconds, limit=done.limit,
+            cpu_seconds=done.cpu_seconds,
+        )  # fmt: skip
     cubin = done.cubin
     result = CompileResult(
         ok=True,
@@ -205,6 +211,7 @@ def compile_cubin(
         arch=arch,
         nvrtc_version=version,
         seconds=done.seconds,
+        cpu_seconds=done.cpu_seconds,
         cubin=cubin,
         cubin_sha256=hashlib.sha256(cubin).hexdigest(),
         resources=parse_resources(log),

@@ -1,4 +1,4 @@
-"""NVRTC in a child process with an empty environment, an address-space limit and a wall-clock
+"""NVRTC in a child process with an empty environment, an address-space limit and a CPU-time
 limit: what a candidate's text can reach while it is compiled.
 
 Why a child: NVRTC runs the candidate's preprocessor directives and template metaprograms in the
@@ -13,8 +13,13 @@ through nested macros kept NVRTC busy for 8 minutes and 6.7 GB. Here:
 * it sets its own ``RLIMIT_AS`` (:data:`ADDRESS_SPACE_LIMIT_BYTES`) and ``RLIMIT_CORE`` = 0
   before importing NVRTC, so an allocation past the limit fails inside the child: NVRTC reports
   out of memory or the child dies, and either is a ``compile_memory_limit``;
-* the parent kills the child (its whole process group) when a compile runs past
-  :data:`WALL_LIMIT_S`: a ``compile_time_limit``;
+* the parent kills the child (its whole process group) when a compile uses more than
+  :data:`CPU_LIMIT_S` of CPU time, or, as a backstop, runs past :data:`WALL_LIMIT_S` of wall
+  clock: a ``compile_time_limit`` either way. CPU time, not wall clock, is the limit because it
+  does not depend on what else the machine runs: a candidate that compiled in 17 s on an idle
+  core was killed at a 30 s wall-clock limit in a CI run whose other tests slowed it (the
+  verdict must not depend on the machine's load); the parent reads the child's CPU time from
+  ``/proc/<pid>/stat`` while it waits (NVRTC and its ptxas run inside the child's process);
 * it dies with the process that started it (``evaluator.parent_watch``);
 * the child is long-lived (one per evaluating process; restarted after an overrun or a crash):
   a fresh Python with CuPy costs about 0.3 s of imports per compile, a request to a running
@@ -46,12 +51,20 @@ from typing import IO, Any
 
 from evaluator.parent_watch import die_with_parent
 
-# Limits and their sources. The seed compiles in 0.07 s in each dtype and its compiler child peaks
-# near 0.5 GB of address space (NVRTC 13.5, measured with the seed); a 4⁵-fold unrolled loop nest,
-# far past anything a 64×64 TRSM kernel needs, compiles in 15 s within 0.45 GB. 30 s and 4 GiB
-# leave a real candidate twice and eight times that headroom while stopping the 4⁷ macro bomb
-# (8 minutes, 6.7 GB unbounded) within 30 s of one evaluation.
-WALL_LIMIT_S = 30.0
+# Limits and their sources. The trsm_small seed compiles in 0.07 s in each dtype and its compiler
+# child peaks near 0.5 GB of address space (NVRTC 13.5, measured with the seed); the heaviest seed,
+# trsm_small_batched (three fully unrolled row bounds), takes 16-17 s of CPU on the 2-core CI
+# machine; a 4⁵-fold unrolled loop nest, far past anything a 64×64 TRSM kernel needs, compiles in
+# 15 s within 0.45 GB. 60 s of CPU and 4 GiB leave the heaviest seed 3.5 times and a real
+# candidate eight times headroom while stopping the 4⁷ macro bomb (8 minutes, 6.7 GB unbounded)
+# within a minute of one evaluation. The wall-clock backstop (a child that waits instead of
+# computing) is 1.5 times the CPU limit: a compile sharing a core with two others still ends
+# within it, and evolver.job_config.evaluator_hard_limit_s stays below the default evaluator
+# timeout (900 s).
+CPU_LIMIT_S = 60.0
+WALL_LIMIT_S = 90.0
+# How often the parent reads the child's CPU time while it waits for a reply (seconds).
+CPU_POLL_S = 0.25
 ADDRESS_SPACE_LIMIT_BYTES = 4 * 2**30
 # Variables CuPy reads at import to find the CUDA toolkit (not secrets; passed on stdin).
 # LD_LIBRARY_PATH cannot be passed that way (the loader reads it at exec): NVRTC must be
@@ -87,8 +100,10 @@ class SandboxCompile:
     """What the compiler child answered for one source.
 
     ``limit`` is ``""`` when NVRTC finished (``ok`` says whether it compiled), ``"time"`` when the
-    wall-clock limit ran out, ``"memory"`` when the address-space limit stopped NVRTC, and
-    ``"crash"`` when the child died otherwise (signal or exit) or raised.
+    CPU-time limit ran out, ``"wall"`` when the wall-clock backstop did, ``"memory"`` when the
+    address-space limit stopped NVRTC, and ``"crash"`` when the child died otherwise (signal or
+    exit) or raised. ``seconds`` is wall clock, ``cpu_seconds`` the child's CPU time over the
+    request (0 where ``/proc`` cannot say).
     """
 
     ok: bool
@@ -96,6 +111,19 @@ class SandboxCompile:
     cubin: bytes
     seconds: float
     limit: str = ""
+    cpu_seconds: float = 0.0
+
+
+def cpu_seconds_of(pid: int) -> float | None:
+    """User plus system CPU seconds process ``pid`` has used, all its threads (``/proc/<pid>/stat``
+    fields 14 and 15, in clock ticks), or None when that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _send(stream: IO[bytes], message: dict[str, Any]) -> None:
@@ -275,9 +303,11 @@ class CompilerProcess:
 
     def __init__(
         self,
+        cpu_limit_s: float = CPU_LIMIT_S,
         wall_limit_s: float = WALL_LIMIT_S,
         address_space_bytes: int = ADDRESS_SPACE_LIMIT_BYTES,
     ) -> None:
+        self.cpu_limit_s = cpu_limit_s
         self.wall_limit_s = wall_limit_s
         self.address_space_bytes = address_space_bytes
         self.restarts = 0
@@ -370,28 +400,55 @@ class CompilerProcess:
             proc = self._ensure()
             assert proc.stdin is not None
             start = time.perf_counter()
+            cpu_start = cpu_seconds_of(proc.pid)
             try:
                 request = {"source": source, "name": name, "options": options}
                 _send(proc.stdin, {**request, "address_space_bytes": self.address_space_bytes})
-                reply = self._reply(self.wall_limit_s)
+                reply, overrun = self._await_reply(proc.pid, start, cpu_start)
             except (OSError, EOFError, ValueError):
                 return self._died(start)
-            if reply is None:
-                self._discard()
-                return SandboxCompile(
-                    False,
-                    f"NVRTC ran past the {self.wall_limit_s:.0f} s wall-clock limit; the compiler "
-                    "process was killed",
-                    b"",
-                    time.perf_counter() - start,
-                    "time",
-                )
             seconds = time.perf_counter() - start
+            cpu_now = cpu_seconds_of(proc.pid)
+            cpu = cpu_now - cpu_start if cpu_now is not None and cpu_start is not None else 0.0
+            if overrun is not None:
+                self._discard()
+                limit = "time" if cpu > self.cpu_limit_s else "wall"
+                return SandboxCompile(False, overrun, b"", seconds, limit, cpu)
+            assert reply is not None
             if limit := reply.get("limit"):
                 self._discard()  # a child that ran out of memory may be in any state
-                return SandboxCompile(False, self._limit_log(limit, reply), b"", seconds, limit)
+                log = self._limit_log(limit, reply)
+                return SandboxCompile(False, log, b"", seconds, limit, cpu)
             cubin = base64.b64decode(reply["cubin_b64"])
-            return SandboxCompile(bool(reply["ok"]), str(reply["log"]), cubin, seconds)
+            return SandboxCompile(bool(reply["ok"]), str(reply["log"]), cubin, seconds, "", cpu)
+
+    def _await_reply(
+        self, pid: int, start: float, cpu_start: float | None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The child's reply to the request sent at ``start``, or ``(None, why)`` once it has
+        used more than ``cpu_limit_s`` of CPU time since then (``cpu_start``: its CPU seconds
+        at the request; None: unreadable, the wall clock alone bounds it) or run past
+        ``wall_limit_s``.
+
+        Raises:
+            EOFError: the child closed its end (it died).
+        """
+        while True:
+            left = self.wall_limit_s - (time.perf_counter() - start)
+            if left <= 0:
+                return None, (
+                    f"NVRTC ran past the {self.wall_limit_s:.0f} s wall-clock limit; the compiler "
+                    "process was killed"
+                )
+            reply = self._reply(min(CPU_POLL_S, left))
+            if reply is not None:
+                return reply, None
+            used = cpu_seconds_of(pid)
+            if cpu_start is not None and used is not None and used - cpu_start > self.cpu_limit_s:
+                return None, (
+                    f"NVRTC used more than its {self.cpu_limit_s:.0f} s CPU-time limit; the "
+                    "compiler process was killed"
+                )
 
     def _limit_log(self, limit: str, reply: dict[str, Any]) -> str:
         # The first line is ours alone (reports quote it); NVRTC's own log, which echoes what

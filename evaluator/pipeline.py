@@ -68,11 +68,17 @@ def compile_info(result: CompileResult, kernel_name: str) -> CompileInfo:
 
 def compile_failure(result: CompileResult) -> CheckFailure:
     """The check a failed compile broke: a sandbox limit (``compile_time_limit``: value and
-    bound in seconds; ``compile_memory_limit``: bound in bytes of address space), the compiler
-    child dying (``compiler_crash``), or NVRTC's own errors (``compile``, first error line).
-    Limits are those of this process's compiler child (``evaluator.compile_sandbox``)."""
+    bound in seconds, of CPU time or, past the wall-clock backstop, of wall clock;
+    ``compile_memory_limit``: bound in bytes of address space), the compiler child dying
+    (``compiler_crash``), or NVRTC's own errors (``compile``, first error line). Limits are
+    those of this process's compiler child (``evaluator.compile_sandbox``)."""
     sandbox = shared_compiler()
     if result.limit == "time":
+        return CheckFailure(
+            "compile_time_limit", None, result.cpu_seconds, sandbox.cpu_limit_s,
+            result.log.splitlines()[0],
+        )  # fmt: skip
+    if result.limit == "wall":
         return CheckFailure(
             "compile_time_limit", None, result.seconds, sandbox.wall_limit_s,
             result.log.splitlines()[0],

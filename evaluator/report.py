@@ -146,7 +146,8 @@ class CompileInfo:
     spill_bytes: int = 0
     stack_bytes: int = 0
     static_shared_bytes: int = 0
-    # The sandbox limit that stopped NVRTC: "time", "memory", "crash", or "" (it finished).
+    # The sandbox limit that stopped NVRTC: "time" (CPU time), "wall" (the wall-clock backstop),
+    # "memory", "crash", or "" (it finished).
     limit: str = ""
 
 

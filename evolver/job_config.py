@@ -216,7 +216,8 @@ def evaluator_hard_limit_s() -> float:
     from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
     from evaluator.profile import PROFILE_TIMEOUT_S
 
-    # A compile may first have to start a fresh compiler child (after an overrun).
+    # A compile may first have to start a fresh compiler child (after an overrun); its CPU-time
+    # limit ends within the wall-clock backstop.
     compile_s = START_TIMEOUT_S + WALL_LIMIT_S
     memcheck_s = 2 * MEMCHECK_TIMEOUT_S
     return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + memcheck_s + PROFILE_TIMEOUT_S + compile_s

@@ -62,7 +62,7 @@ def memory_hog(log2_bytes: int = 26) -> str:
 
 @pytest.fixture
 def compiler() -> CompilerProcess:
-    proc = CompilerProcess(wall_limit_s=5.0)
+    proc = CompilerProcess(cpu_limit_s=5.0)
     yield proc
     proc.stop()
 
@@ -85,13 +85,44 @@ def test_the_macro_bomb_passes_the_screen_and_is_small():
     assert len(macro_bomb()) - len(SEED) < 1024
 
 
-def test_macro_bomb_hits_the_wall_clock_limit_and_the_seed_compiles_next(compiler):
+def test_macro_bomb_hits_the_cpu_time_limit_and_the_seed_compiles_next(compiler):
     t0 = time.perf_counter()
     bomb = compiler.compile(macro_bomb(), "candidate.cu", OPTIONS)
     assert (bomb.ok, bomb.limit) == (False, "time")
-    assert "5 s wall-clock limit" in bomb.log and time.perf_counter() - t0 < 5.0 + 3.0
+    assert "5 s CPU-time limit" in bomb.log and bomb.cpu_seconds > 5.0
+    assert time.perf_counter() - t0 < compiler.wall_limit_s
     seed = compiler.compile(SEED, "candidate.cu", OPTIONS)
     assert seed.ok and seed.cubin[:4] == b"\x7fELF" and compiler.restarts == 1
+    assert 0 < seed.cpu_seconds < 5.0
+
+
+def test_the_wall_clock_backstop_stops_a_compile_the_cpu_limit_has_not():
+    proc = CompilerProcess(cpu_limit_s=60.0, wall_limit_s=2.0)
+    try:
+        bomb = proc.compile(macro_bomb(), "candidate.cu", OPTIONS)
+        assert (bomb.ok, bomb.limit) == (False, "wall")
+        assert "2 s wall-clock limit" in bomb.log and bomb.cpu_seconds < 60.0
+        assert proc.compile(SEED, "candidate.cu", OPTIONS).ok and proc.restarts == 1
+    finally:
+        proc.stop()
+
+
+def test_a_compile_held_off_the_cpu_is_not_killed_by_its_cpu_limit():
+    """The limit is on CPU time, so a busy machine does not turn a compile into an overrun:
+    the child stopped (SIGSTOP) for 2 s, twice its CPU limit, still compiles the seed."""
+    proc = CompilerProcess(cpu_limit_s=1.0, wall_limit_s=30.0)
+    try:
+        proc.version()
+        pid = proc.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(2.0, os.kill, (pid, signal.SIGCONT)).start()
+        t0 = time.perf_counter()
+        seed = proc.compile(SEED, "candidate.cu", OPTIONS)
+        assert seed.ok and seed.limit == "" and proc.restarts == 0
+        assert time.perf_counter() - t0 >= 2.0 > seed.cpu_seconds
+    finally:
+        proc.stop()
 
 
 def test_address_space_limit_stops_nvrtc_and_the_seed_compiles_next():
@@ -123,15 +154,16 @@ def test_a_compiler_killed_from_outside_is_a_crash_and_is_replaced(compiler):
 
 def test_pipeline_reports_the_overrun_as_its_own_compile_error(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNEVO_COMPILE_CACHE", str(tmp_path))
-    short = CompilerProcess(wall_limit_s=5.0)
+    short = CompilerProcess(cpu_limit_s=5.0)
     monkeypatch.setattr(compile_sandbox, "_SHARED", short)
     evaluator = Evaluator("trsm_small", "float64", None)
     try:
         report = evaluator.evaluate(macro_bomb())
         assert report.status == "compile_error" and report.failure is not None
         assert report.failure.check == "compile_time_limit"
-        assert report.failure.bound == 5.0 and report.failure.value >= 5.0
-        assert report.compile is not None and report.compile.log.startswith("NVRTC ran past")
+        assert report.failure.bound == 5.0 and report.failure.value >= 5.0  # CPU seconds
+        assert report.compile is not None
+        assert report.compile.log.startswith("NVRTC used more than its 5 s CPU-time limit")
         assert evaluator.evaluate(SEED).status == "compiled"
     finally:
         evaluator.close()
