@@ -16,10 +16,9 @@ through nested macros kept NVRTC busy for 8 minutes and 6.7 GB. Here:
 * the parent kills the child (its whole process group) when a compile uses more than
   :data:`CPU_LIMIT_S` of CPU time, or, as a backstop, runs past :data:`WALL_LIMIT_S` of wall
   clock: a ``compile_time_limit`` either way. CPU time, not wall clock, is the limit because it
-  does not depend on what else the machine runs: a candidate that compiled in 17 s on an idle
-  core was killed at a 30 s wall-clock limit in a CI run whose other tests slowed it (the
-  verdict must not depend on the machine's load); the parent reads the child's CPU time from
-  ``/proc/<pid>/stat`` while it waits (NVRTC and its ptxas run inside the child's process);
+  does not depend on what else the machine runs (a verdict must not depend on the machine's
+  load); the parent reads the child's CPU time from ``/proc/<pid>/stat`` while it waits (NVRTC
+  and its ptxas run inside the child's process);
 * it dies with the process that started it (``evaluator.parent_watch``);
 * the child is long-lived (one per evaluating process; restarted after an overrun or a crash):
   a fresh Python with CuPy costs about 0.3 s of imports per compile, a request to a running
@@ -53,11 +52,13 @@ from evaluator.parent_watch import die_with_parent
 
 # Limits and their sources. The trsm_small seed compiles in 0.07 s in each dtype and its compiler
 # child peaks near 0.5 GB of address space (NVRTC 13.5, measured with the seed); the heaviest seed,
-# trsm_small_batched (three fully unrolled row bounds), takes 16-17 s of CPU on the 2-core CI
-# machine; a 4⁵-fold unrolled loop nest, far past anything a 64×64 TRSM kernel needs, compiles in
-# 15 s within 0.45 GB. 60 s of CPU and 4 GiB leave the heaviest seed 3.5 times and a real
-# candidate eight times headroom while stopping the 4⁷ macro bomb (8 minutes, 6.7 GB unbounded)
-# within a minute of one evaluation. The wall-clock backstop (a child that waits instead of
+# trsm_small_batched (three fully unrolled row bounds), took 16-17 s in the CI run of 2026-11-30
+# and 31-37 s in those of 2026-12-01 (32.6 s of CPU in float32 on the idle 2-core machine, NVRTC
+# 13.5), past the 30 s wall-clock limit of then; a 4⁵-fold unrolled loop nest, far past anything a
+# 64×64 TRSM kernel needs, compiles in 15 s within 0.45 GB. 60 s of CPU and 4 GiB stop the 4⁷
+# macro bomb (8 minutes, 6.7 GB unbounded) within a minute of one evaluation and leave the
+# heaviest seed 1.6 times headroom on the slower machine (a candidate that needs more is refused,
+# which is the limit's job). The wall-clock backstop (a child that waits instead of
 # computing) is 1.5 times the CPU limit: a compile sharing a core with two others still ends
 # within it, and evolver.job_config.evaluator_hard_limit_s stays below the default evaluator
 # timeout (900 s).
