@@ -10,7 +10,7 @@
 #   3. the two ops' GPU tests (seeds against SciPy and cuBLAS on every shape and layout, every
 #      warp count at the sanitizer shape, the suites and red-team kernels, a short evolution of
 #      each op promoted, served and run by the loader, fallbacks past the envelope).
-# Files under $OUT: machine.txt, solve_tri_ab.md, band.md, tests.txt.
+# Files under $OUT: machine.txt, solve_tri_ab.md, band.md, tests.txt, batched_ab.md.
 set -uo pipefail
 source scripts/gpu_steps.sh
 call_start 565
@@ -38,5 +38,15 @@ step 240 band.md python3 scripts/bench_band_bidiag.py --n 1024 4096 8192 16384 -
   --dtype float32 float64 --repeats 3 --check --lapack-jobs 12 --solo 8192 32
 
 pytest_gpu=(python3 -m pytest -v -p no:cacheprovider -rs -m gpu --tb=short -s)
-step 600 tests.txt "${pytest_gpu[@]}" tests/test_solve_tri.py tests/test_band_bidiag_gpu.py \
+step 400 tests.txt "${pytest_gpu[@]}" tests/test_solve_tri.py tests/test_band_bidiag_gpu.py \
   tests/test_ops_registered_gpu.py
+
+# The batched TRSM seed's compile (issue 11's entry): its full-bound solve in a function of its
+# own compiles 3.5x faster on the CI machine (TRSM_FULL_NOINLINE=1); is it as fast on the GPU?
+mkdir -p /tmp/k8/batched
+python3 scripts/seed_variant.py --path trsm_small_batched --set TRSM_FULL_NOINLINE=1 \
+  --out /tmp/k8/batched/noinline.cu
+step 90 batched_ab.md python3 -m evaluator.bench --path trsm_small_batched --dtype float32 \
+  --label inline
+step 90 batched_ab.md python3 -m evaluator.bench --path trsm_small_batched --dtype float32 \
+  --label noinline --source /tmp/k8/batched/noinline.cu

@@ -41,6 +41,10 @@
 //                       of 16 bytes in one thread's registers spill, measured with NVRTC 13 for
 //                       sm_90)
 //   TRSM_INV_DIAG       1: multiply by a precomputed 1/a_kk; 0: divide at each step
+//   TRSM_FULL_NOINLINE  1: the full 64-row bound's solve is a function of its own (__noinline__),
+//                       which ptxas schedules apart from the kernel: 10 s instead of 33 s of CPU
+//                       to compile in float32 (NVRTC 13.5, the 2-core CI machine), at the cost of
+//                       one call per thread past m = 32; 0: all three bounds inlined
 
 // ---- fixed prelude: scalar type and arithmetic (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -112,6 +116,7 @@ __device__ __forceinline__ scalar_t kv_shfl(scalar_t v, int lane) {
 #define TRSM_ROW_SPLIT 1        // tune: 1 2 4
 #define TRSM_INV_DIAG 1         // tune: 0 1
 #define TRSM_SMEM_KB 96         // tune: 32 64 96 192
+#define TRSM_FULL_NOINLINE 0    // tune: 0 1
 
 #if KERNEVO_DTYPE == 3 && TRSM_ROW_SPLIT < 4
 #define KV_ROW_SPLIT 4
@@ -199,6 +204,19 @@ __device__ __forceinline__ void kv_solve_columns(const scalar_t* __restrict__ sA
   }
 }
 
+#if TRSM_FULL_NOINLINE
+#define KV_FULL_LINKAGE __noinline__
+#else
+#define KV_FULL_LINKAGE __forceinline__
+#endif
+// The solve at the full bound (m > 32), inlined into the kernel or not (TRSM_FULL_NOINLINE).
+__device__ KV_FULL_LINKAGE void kv_solve_columns_full(const scalar_t* __restrict__ sA_i,
+                                                      const scalar_t* __restrict__ sInv_i,
+                                                      scalar_t* __restrict__ B_i, int m, int n,
+                                                      int col, int h, int tid, bool stores) {
+  kv_solve_columns<KV_RPT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
+}
+
 extern "C" __global__ void kernevo_launch_config(int m, int n, int batch, int* cfg) {
   const int slots = kv_slots(m, n);
   const int threads = slots * n * KV_ROW_SPLIT;
@@ -270,7 +288,7 @@ trsm_small_batched_kernel(const scalar_t* __restrict__ A, scalar_t* __restrict__
   } else if (m <= 32) {
     kv_solve_columns<32 / KV_ROW_SPLIT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
   } else {
-    kv_solve_columns<KV_RPT>(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
+    kv_solve_columns_full(sA_i, sInv_i, B_i, m, n, col, h, tid, stores);
   }
 }
 // EVOLVE-BLOCK-END
