@@ -3,11 +3,12 @@
 Compiling needs no GPU: CuPy's `cupy.cuda.nvrtc` bindings drive the NVRTC library of the
 `nvidia-cuda-nvrtc` wheel, so this stage runs on CPU workers and the GPU worker only loads the
 cubin. NVRTC itself runs in a sandboxed child process (``evaluator.compile_sandbox``: empty
-environment, wall-clock and address-space limits); a compile that overruns a limit is a result
-with ``limit`` set, never an exception, and the next compile gets a fresh child. Results are
-cached content-addressed (sha256 over source, options, NVRTC version, arch), written to a
-temporary file and `os.replace`d into place; a torn or tampered entry is a miss. Compile logs
-are capped (:func:`cap_log`): they go to the LLM, the reports and the store.
+environment, CPU-time, wall-clock and address-space limits); a compile that overruns a limit is
+a result with ``limit`` set, never an exception, and the next compile gets a fresh child (one
+that finished past the CPU-time limit keeps its child). Results are cached content-addressed
+(sha256 over source, options, NVRTC version, arch), written to a temporary file and
+`os.replace`d into place; a torn or tampered entry is a miss. Compile logs are capped
+(:func:`cap_log`): they go to the LLM, the reports and the store.
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ through nested macros kept NVRTC busy for 8 minutes and 6.7 GB. Here:
   :data:`CPU_LIMIT_S` of CPU time, or, as a backstop, runs past :data:`WALL_LIMIT_S` of wall
   clock: a ``compile_time_limit`` either way. CPU time, not wall clock, is the limit because it
   does not depend on what else the machine runs (a verdict must not depend on the machine's
-  load); the parent reads the child's CPU time from ``/proc/<pid>/stat`` while it waits (NVRTC
-  and its ptxas run inside the child's process);
+  load); the parent reads the child's CPU time from ``/proc/<pid>/stat`` (all its threads;
+  NVRTC and its ptxas run inside the child's process and start no other) while it waits, and
+  once more when the reply has come: a compile that used more than the limit is refused
+  however its end fell between two reads, so the verdict does not depend on the poll's phase;
 * it dies with the process that started it (``evaluator.parent_watch``);
 * the child is long-lived (one per evaluating process; restarted after an overrun or a crash):
   a fresh Python with CuPy costs about 0.3 s of imports per compile, a request to a running
@@ -35,6 +37,7 @@ import base64
 import contextlib
 import json
 import logging
+import math
 import os
 import resource
 import selectors
@@ -100,11 +103,12 @@ class CompilerUnavailable(Exception):
 class SandboxCompile:
     """What the compiler child answered for one source.
 
-    ``limit`` is ``""`` when NVRTC finished (``ok`` says whether it compiled), ``"time"`` when the
-    CPU-time limit ran out, ``"wall"`` when the wall-clock backstop did, ``"memory"`` when the
-    address-space limit stopped NVRTC, and ``"crash"`` when the child died otherwise (signal or
-    exit) or raised. ``seconds`` is wall clock, ``cpu_seconds`` the child's CPU time over the
-    request (0 where ``/proc`` cannot say).
+    ``limit`` is ``""`` when NVRTC finished within the limits (``ok`` says whether it compiled),
+    ``"time"`` when the compile used more than the CPU-time limit (killed at a poll, or finished
+    past it: ``cpu_seconds`` is then above the limit), ``"wall"`` when the wall-clock backstop
+    stopped it first, ``"memory"`` when the address-space limit stopped NVRTC, and ``"crash"``
+    when the child died otherwise (signal or exit) or raised. ``seconds`` is wall clock,
+    ``cpu_seconds`` the child's CPU time over the request (0 where ``/proc`` cannot say).
     """
 
     ok: bool
@@ -298,8 +302,14 @@ def _compile_in_child(nvrtc: Any, request: dict[str, Any]) -> dict[str, Any]:
 class CompilerProcess:
     """One long-lived compiler child; :meth:`compile` is serialized (one compile at a time).
 
-    Raises (from :meth:`compile` and :meth:`version`):
-        CompilerUnavailable: the child does not start or does not load NVRTC.
+    ``cpu_limit_s`` and ``wall_limit_s`` are seconds (positive, finite; a wall limit below the CPU
+    limit makes the backstop the only limit that acts), ``address_space_bytes`` bytes (positive).
+
+    Raises:
+        ValueError: at construction, a limit that is not positive and finite (zero would refuse
+            every compile, NaN or infinity none).
+        CompilerUnavailable: from :meth:`compile` and :meth:`version`, the child does not
+            start or does not load NVRTC.
     """
 
     def __init__(
@@ -308,6 +318,12 @@ class CompilerProcess:
         wall_limit_s: float = WALL_LIMIT_S,
         address_space_bytes: int = ADDRESS_SPACE_LIMIT_BYTES,
     ) -> None:
+        for what, value in (("cpu_limit_s", cpu_limit_s), ("wall_limit_s", wall_limit_s)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{what} must be a positive, finite number of seconds: {value!r}")
+        # RLIMIT_AS of -1 is RLIM_INFINITY: a negative limit would mean none at all.
+        if not address_space_bytes > 0:
+            raise ValueError(f"address_space_bytes must be positive: {address_space_bytes!r}")
         self.cpu_limit_s = cpu_limit_s
         self.wall_limit_s = wall_limit_s
         self.address_space_bytes = address_space_bytes
@@ -319,6 +335,7 @@ class CompilerProcess:
         # under any address-space limit.
         self.ready_vm_peak_bytes = 0
         self._warned = False
+        self._warned_cpu = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._version = ""
@@ -402,54 +419,76 @@ class CompilerProcess:
             assert proc.stdin is not None
             start = time.perf_counter()
             cpu_start = cpu_seconds_of(proc.pid)
+            if cpu_start is None:
+                self._warn_no_cpu_time(proc.pid)
             try:
                 request = {"source": source, "name": name, "options": options}
                 _send(proc.stdin, {**request, "address_space_bytes": self.address_space_bytes})
-                reply, overrun = self._await_reply(proc.pid, start, cpu_start)
+                reply, polled = self._await_reply(proc.pid, start, cpu_start)
             except (OSError, EOFError, ValueError):
-                return self._died(start)
+                return self._died(start, cpu_start)
             seconds = time.perf_counter() - start
-            cpu_now = cpu_seconds_of(proc.pid)
-            cpu = cpu_now - cpu_start if cpu_now is not None and cpu_start is not None else 0.0
-            if overrun is not None:
-                self._discard()
-                limit = "time" if cpu > self.cpu_limit_s else "wall"
-                return SandboxCompile(False, overrun, b"", seconds, limit, cpu)
-            assert reply is not None
-            if limit := reply.get("limit"):
+            cpu = _cpu_since(proc.pid, cpu_start, polled)
+            if reply is not None and (limit := reply.get("limit")):
                 self._discard()  # a child that ran out of memory may be in any state
                 log = self._limit_log(limit, reply)
                 return SandboxCompile(False, log, b"", seconds, limit, cpu)
+            if cpu > self.cpu_limit_s:
+                # Over the limit whether a poll saw it (the child is killed) or the reply came
+                # before the next poll could (the child is sound; its result is refused all the
+                # same, or the verdict would depend on where the compile ended between polls).
+                first = f"NVRTC used more than its {self.cpu_limit_s:g} s CPU-time limit"
+                if reply is None:
+                    self._discard()
+                    log = f"{first} ({cpu:.2f} s); the compiler process was killed"
+                else:
+                    log = f"{first} ({cpu:.2f} s); its result is refused\n{reply['log']}"
+                return SandboxCompile(False, log, b"", seconds, "time", cpu)
+            if reply is None:
+                self._discard()
+                used = "CPU time unknown" if cpu_start is None else f"{cpu:.2f} s of CPU"
+                log = (
+                    f"NVRTC ran past the {self.wall_limit_s:g} s wall-clock limit ({used}); the "
+                    "compiler process was killed"
+                )
+                return SandboxCompile(False, log, b"", seconds, "wall", cpu)
             cubin = base64.b64decode(reply["cubin_b64"])
             return SandboxCompile(bool(reply["ok"]), str(reply["log"]), cubin, seconds, "", cpu)
 
     def _await_reply(
         self, pid: int, start: float, cpu_start: float | None
-    ) -> tuple[dict[str, Any] | None, str | None]:
-        """The child's reply to the request sent at ``start``, or ``(None, why)`` once it has
-        used more than ``cpu_limit_s`` of CPU time since then (``cpu_start``: its CPU seconds
-        at the request; None: unreadable, the wall clock alone bounds it) or run past
-        ``wall_limit_s``.
+    ) -> tuple[dict[str, Any] | None, float]:
+        """The child's reply to the request sent at ``start`` (None once it has used more than
+        ``cpu_limit_s`` of CPU time since then or run past ``wall_limit_s``), and the CPU
+        seconds it had used at the last poll (``cpu_start``: its CPU seconds at the request;
+        None: unreadable, the wall clock alone bounds it and the CPU seconds are 0).
 
         Raises:
             EOFError: the child closed its end (it died).
         """
+        used = 0.0
         while True:
             left = self.wall_limit_s - (time.perf_counter() - start)
             if left <= 0:
-                return None, (
-                    f"NVRTC ran past the {self.wall_limit_s:.0f} s wall-clock limit; the compiler "
-                    "process was killed"
-                )
+                return None, used
             reply = self._reply(min(CPU_POLL_S, left))
             if reply is not None:
-                return reply, None
-            used = cpu_seconds_of(pid)
-            if cpu_start is not None and used is not None and used - cpu_start > self.cpu_limit_s:
-                return None, (
-                    f"NVRTC used more than its {self.cpu_limit_s:.0f} s CPU-time limit; the "
-                    "compiler process was killed"
-                )
+                return reply, used
+            now = cpu_seconds_of(pid)
+            if cpu_start is not None and now is not None:
+                used = now - cpu_start
+                if used > self.cpu_limit_s:
+                    return None, used
+
+    def _warn_no_cpu_time(self, pid: int) -> None:
+        if not self._warned_cpu:
+            self._warned_cpu = True
+            logging.getLogger(__name__).warning(
+                "cannot read /proc/%d/stat: the compiler child's CPU time is unknown, so only "
+                "the %g s wall-clock backstop bounds a compile",
+                pid,
+                self.wall_limit_s,
+            )
 
     def _limit_log(self, limit: str, reply: dict[str, Any]) -> str:
         # The first line is ours alone (reports quote it); NVRTC's own log, which echoes what
@@ -459,10 +498,12 @@ class CompilerProcess:
             return f"NVRTC ran out of the {gib:.3g} GiB address-space limit\n{reply['log']}"
         return f"the compiler failed\n{reply['log']}"
 
-    def _died(self, start: float) -> SandboxCompile:
+    def _died(self, start: float, cpu_start: float | None) -> SandboxCompile:
         """The child closed its pipe mid-compile: reap it and say how it ended."""
         proc = self._proc
         assert proc is not None
+        # Before the reap: a dead child's /proc/<pid>/stat keeps its CPU time until then.
+        cpu = _cpu_since(proc.pid, cpu_start, 0.0)
         try:
             code = proc.wait(5)
         except subprocess.TimeoutExpired:
@@ -474,9 +515,9 @@ class CompilerProcess:
         if code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGKILL):
             gib = self.address_space_bytes / 2**30
             log = f"the compiler process died ({_ended(code)}) under the {gib:.3g} GiB limit"
-            return SandboxCompile(False, log, b"", seconds, "memory")
-        return SandboxCompile(False, f"the compiler process died ({_ended(code)})", b"", seconds,
-                              "crash")  # fmt: skip
+            return SandboxCompile(False, log, b"", seconds, "memory", cpu)
+        log = f"the compiler process died ({_ended(code)})"
+        return SandboxCompile(False, log, b"", seconds, "crash", cpu)
 
     def _discard(self) -> None:
         """Kill the child's process group (if any) and forget it; the next call starts one."""
@@ -499,6 +540,14 @@ class CompilerProcess:
         """Stop the child (the next compile starts a fresh one)."""
         with self._lock:
             self._discard()
+
+
+def _cpu_since(pid: int, cpu_start: float | None, polled: float) -> float:
+    """CPU seconds process ``pid`` used since ``cpu_start`` (read now; ``polled``, the last
+    reading, where /proc cannot say), to the clock tick (0.01 s on Linux)."""
+    now = cpu_seconds_of(pid)
+    used = now - cpu_start if now is not None and cpu_start is not None else 0.0
+    return round(max(used, polled), 3)
 
 
 def _ended(code: int | None) -> str:

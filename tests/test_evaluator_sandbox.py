@@ -7,6 +7,8 @@ NVRTC ran for 8 minutes and took 6.7 GB). Tests use shorter limits than the prod
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import signal
 import statistics
@@ -25,7 +27,7 @@ from evaluator.child_env import (
 )
 from evaluator.compile import compile_cubin
 from evaluator.compile_sandbox import CompilerProcess
-from evaluator.pipeline import Evaluator
+from evaluator.pipeline import Evaluator, compile_failure
 from evaluator.screen import screen
 from evaluator.worker import GpuWorker
 from seeds.registry import get_path
@@ -107,6 +109,94 @@ def test_the_wall_clock_backstop_stops_a_compile_the_cpu_limit_has_not():
         proc.stop()
 
 
+@pytest.mark.parametrize("poll_s", [0.05, 30.0])
+def test_a_compile_past_its_cpu_limit_is_refused_whatever_the_poll_phase(monkeypatch, poll_s):
+    """The verdict is on the CPU time used, not on whether a poll saw it: with polls 30 s apart
+    the 4**4 bomb (about 2.6 s of CPU here) replies before any poll, and was accepted with
+    cpu_seconds past the limit; now it is refused as with frequent polls, but its child, sound,
+    is kept. The first line is ours; NVRTC's log (which echoes the candidate) follows."""
+    monkeypatch.setattr(compile_sandbox, "CPU_POLL_S", poll_s)
+    proc = CompilerProcess(cpu_limit_s=0.5)
+    try:
+        done = proc.compile("#warning KV_LEAKED_LINE\n" + macro_bomb(4), "candidate.cu", OPTIONS)
+        assert (done.ok, done.limit, done.cubin) == (False, "time", b"")
+        assert done.cpu_seconds > 0.5
+        first = done.log.splitlines()[0]
+        assert first.startswith("NVRTC used more than its 0.5 s CPU-time limit (")
+        if poll_s < 0.5:
+            assert first.endswith("; the compiler process was killed") and proc.restarts == 1
+        else:
+            assert first.endswith("; its result is refused") and proc.restarts == 0
+            assert "KV_LEAKED_LINE" in done.log
+        assert "KV_LEAKED_LINE" not in first
+        seed = proc.compile(SEED, "candidate.cu", OPTIONS)
+        assert seed.ok and seed.limit == "" and seed.cpu_seconds <= 0.5
+    finally:
+        proc.stop()
+
+
+def test_cpu_past_the_limit_at_the_backstop_is_a_cpu_overrun_and_says_so(monkeypatch, tmp_path):
+    """The wall clock ran out with the last poll under the CPU limit and the reading after it
+    over: the limit, the CPU seconds and the message all say CPU (the message said wall clock
+    while the limit said CPU, so the report's value and bound contradicted its detail)."""
+    readings = iter([0.0, 0.9, 1.2])  # at the request, the poll at the deadline, after it
+    monkeypatch.setattr(compile_sandbox, "CPU_POLL_S", 30.0)
+    monkeypatch.setattr(compile_sandbox, "cpu_seconds_of", lambda pid: next(readings))
+    proc = CompilerProcess(cpu_limit_s=1.0, wall_limit_s=1.0)
+    monkeypatch.setattr(compile_sandbox, "_SHARED", proc)
+    try:
+        bomb = compile_cubin(macro_bomb(), OPTIONS, "sm_90", cache_dir=tmp_path, compiler=proc)
+        assert (bomb.limit, bomb.cpu_seconds) == ("time", 1.2)
+        assert bomb.log == (
+            "NVRTC used more than its 1 s CPU-time limit (1.20 s); the compiler process was killed"
+        )
+        failure = compile_failure(bomb)
+        assert (failure.check, failure.value, failure.bound) == ("compile_time_limit", 1.2, 1.0)
+        assert failure.detail == bomb.log
+    finally:
+        proc.stop()
+
+
+def test_an_unreadable_proc_stat_leaves_the_wall_clock_backstop(monkeypatch, caplog):
+    """No CPU time to read (/proc hidden): the CPU limit cannot act, the backstop still does,
+    and the parent says once that it is the only limit left."""
+    monkeypatch.setattr(compile_sandbox, "cpu_seconds_of", lambda pid: None)
+    proc = CompilerProcess(cpu_limit_s=0.5, wall_limit_s=2.0)
+    try:
+        with caplog.at_level(logging.WARNING, logger=compile_sandbox.__name__):
+            bomb = proc.compile(macro_bomb(), "candidate.cu", OPTIONS)
+            assert (bomb.ok, bomb.limit, bomb.cpu_seconds) == (False, "wall", 0.0)
+            assert bomb.seconds >= 2.0
+            assert bomb.log.startswith("NVRTC ran past the 2 s wall-clock limit (CPU time unknown)")
+            seed = proc.compile(SEED, "candidate.cu", OPTIONS)
+            assert (seed.ok, seed.limit, seed.cpu_seconds) == (True, "", 0.0)
+        warnings = [r.getMessage() for r in caplog.records if "wall-clock backstop" in r.message]
+        assert len(warnings) == 1 and "CPU time is unknown" in warnings[0]
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"cpu_limit_s": 0.0}, "cpu_limit_s must be a positive, finite number of seconds: 0.0"),
+        ({"cpu_limit_s": -1.0}, "cpu_limit_s must be a positive, finite number of seconds: -1.0"),
+        ({"cpu_limit_s": math.nan}, "cpu_limit_s must be a positive, finite number of seconds"),
+        ({"wall_limit_s": 0}, "wall_limit_s must be a positive, finite number of seconds: 0"),
+        ({"wall_limit_s": math.nan}, "wall_limit_s must be a positive, finite number of seconds"),
+        ({"wall_limit_s": math.inf}, "wall_limit_s must be a positive, finite number of seconds"),
+        ({"address_space_bytes": -1}, "address_space_bytes must be positive: -1"),
+        ({"address_space_bytes": 0}, "address_space_bytes must be positive: 0"),
+    ],
+)
+def test_limits_that_would_refuse_every_compile_or_none_are_refused(limits, message):
+    """Zero refused every compile (a 0 s wall limit even the seed's), a negative CPU limit let a
+    compile through that finished before the first poll, NaN disabled a limit outright, and an
+    address space of -1 is RLIM_INFINITY."""
+    with pytest.raises(ValueError, match=f"^{message}"):
+        CompilerProcess(**limits)
+
+
 def test_a_compile_held_off_the_cpu_is_not_killed_by_its_cpu_limit():
     """The limit is on CPU time, so a busy machine does not turn a compile into an overrun:
     the child stopped (SIGSTOP) for 2 s, twice its CPU limit, still compiles the seed."""
@@ -149,6 +239,7 @@ def test_a_compiler_killed_from_outside_is_a_crash_and_is_replaced(compiler):
     threading.Timer(0.5, os.kill, (pid, signal.SIGTERM)).start()
     killed = compiler.compile(macro_bomb(), "candidate.cu", OPTIONS)
     assert (killed.ok, killed.limit) == (False, "crash") and "SIGTERM" in killed.log
+    assert killed.cpu_seconds > 0  # read from the dead child's /proc before it is reaped
     assert compiler.compile(SEED, "candidate.cu", OPTIONS).ok and compiler.pid != pid
 
 
@@ -165,6 +256,23 @@ def test_pipeline_reports_the_overrun_as_its_own_compile_error(monkeypatch, tmp_
         assert report.compile is not None
         assert report.compile.log.startswith("NVRTC used more than its 5 s CPU-time limit")
         assert evaluator.evaluate(SEED).status == "compiled"
+    finally:
+        evaluator.close()
+        short.stop()
+
+
+def test_pipeline_reports_the_wall_clock_backstop_in_wall_seconds(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNEVO_COMPILE_CACHE", str(tmp_path))
+    short = CompilerProcess(cpu_limit_s=60.0, wall_limit_s=2.0)
+    monkeypatch.setattr(compile_sandbox, "_SHARED", short)
+    evaluator = Evaluator("trsm_small", "float64", None)
+    try:
+        report = evaluator.evaluate(macro_bomb())
+        assert report.status == "compile_error" and report.failure is not None
+        assert report.failure.check == "compile_time_limit"
+        assert report.failure.bound == 2.0 and report.failure.value >= 2.0  # wall seconds
+        assert report.failure.detail.startswith("NVRTC ran past the 2 s wall-clock limit (")
+        assert report.compile is not None and report.compile.limit == "wall"
     finally:
         evaluator.close()
         short.stop()
