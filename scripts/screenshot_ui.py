@@ -20,7 +20,10 @@ it the service runs with a random configured ``KERNEVO_API_TOKEN`` for this run 
 any SQLAlchemy URL, e.g. ``sqlite:////tmp/h200-kernevo.db`` for a SQLite file copied from the
 GPU host (work on a copy: migrating changes the file). ``--job`` picks the job shown (default:
 the newest job with programs), ``--program`` the edge shown (default: the job's best program).
-Exit status 0 when every screenshot was written, 1 otherwise (the reason on stderr).
+Exit status 0 when every screenshot was written, 1 otherwise (the reason on stderr, one
+line): a SQLite file that does not exist or a database without kernevo tables is refused before
+anything is created or migrated, and a section the page leaves empty (0 px: the plot of a
+database without a job) is named rather than photographed.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ WINDOW = (1500, 1100)
 # A full-page screenshot is cut at this height (pixels): a job with thousands of programs
 # scrolls inside its tree panel, so the page itself stays far shorter.
 MAX_PAGE_HEIGHT = 12000
+# What a refusal of a database that is not a kernevo one (or not there) suggests.
+EXISTING_HINT = "give an existing kernevo database, e.g. a copy of the GPU host's"
 SHOTS = {
     "jobs.png": "jobs-section",
     "job.png": "job-section",
@@ -256,13 +261,28 @@ def full_page_png(driver: WebDriver) -> bytes:
     return base64.b64decode(shot["data"])
 
 
+class EmptySectionError(RuntimeError):
+    """A section of the page to photograph is empty (0 px wide or high)."""
+
+
 def screenshots(driver: WebDriver, out_dir: Path) -> list[Path]:
-    """Write the page's screenshots (module doc) to ``out_dir``; their paths."""
+    """Write the page's screenshots (module doc) to ``out_dir``; their paths.
+
+    Raises:
+        EmptySectionError: a section of ``SHOTS`` is 0 px wide or high (one line naming it).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, element_id in SHOTS.items():
         path = out_dir / name
         element = driver.find_element(By.ID, element_id)
+        size = element.size
+        if size["width"] == 0 or size["height"] == 0:
+            # Chromium refuses with a DevTools error ("Cannot take screenshot with 0 height").
+            raise EmptySectionError(
+                f"cannot write {name}: the page shows nothing in #{element_id} "
+                f"({size['width']}x{size['height']} px; a database without a job has no plot)"
+            )
         driver.execute_script("arguments[0].scrollIntoView(true)", element)
         element.screenshot(str(path))
         written.append(path)
@@ -317,17 +337,32 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(reason, str):
         print(f"screenshot_ui: {reason}", file=sys.stderr)
         return 1
-    if not args.no_migrate:
-        from db.migrate import upgrade
+    from selenium.common.exceptions import WebDriverException
 
-        upgrade(args.database_url)
-    shown = capture(
-        args.database_url,
-        args.out_dir,
-        token=args.token,
-        job_id=args.job,
-        program_id=args.program,
-    )
+    from evolver.errors import StoreError
+    from evolver.store import open_existing_store, open_store
+
+    try:
+        # Never create a database: a mistyped path would only photograph an empty page.
+        if args.no_migrate:
+            open_existing_store(args.database_url).dispose()
+        else:
+            open_store(args.database_url, create=False, hint=EXISTING_HINT).dispose()
+        shown = capture(
+            args.database_url,
+            args.out_dir,
+            token=args.token,
+            job_id=args.job,
+            program_id=args.program,
+        )
+    except (StoreError, EmptySectionError) as error:
+        print(f"screenshot_ui: {error}", file=sys.stderr)
+        return 1
+    except (WebDriverException, RuntimeError, OSError) as error:
+        lines = str(error).strip().splitlines()
+        reason = lines[0] if lines else type(error).__name__
+        print(f"screenshot_ui: {type(error).__name__}: {reason}", file=sys.stderr)
+        return 1
     print(json.dumps(asdict(shown), indent=2))
     if shown.statuses:
         print(f"screenshot_ui: the page reported: {shown.statuses}", file=sys.stderr)
