@@ -15,6 +15,7 @@ from typing import Any
 import annotated_types
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
 
 from evolver.errors import JobConfigError
 
@@ -223,9 +224,19 @@ def evaluator_hard_limit_s() -> float:
     return 2 * QUICK_TIMEOUT_S + FULL_TIMEOUT_S + memcheck_s + PROFILE_TIMEOUT_S + compile_s
 
 
+def _first_error(error: ValidationError) -> ErrorDetails:
+    """The error to report: the first unknown key when there is one, else the first error.
+
+    A misspelt key (``paht: trsm_small``) is both unknown and leaves its key missing; pydantic
+    lists the missing one first, which would hide the typo the user has to fix."""
+    errors = error.errors()
+    return next((item for item in errors if item["type"] == "extra_forbidden"), errors[0])
+
+
 def _one_line(error: ValidationError, source: str) -> str:
-    """The first validation error as one line naming the key, with a spelling suggestion."""
-    first = error.errors()[0]
+    """The error to report (``_first_error``) as one line naming the key, with a spelling
+    suggestion for an unknown key."""
+    first = _first_error(error)
     loc = ".".join(str(part) for part in first["loc"])
     if first["type"] == "extra_forbidden":
         section: type[BaseModel] = JobConfig
@@ -253,12 +264,14 @@ def validate_job_config(
 
     Raises:
         JobOptionError: the first bad key is one of ``overridden`` (a usage error).
-        JobConfigError: one line naming the first bad key (unknown, missing or out of range).
+        JobConfigError: one line naming the first bad key (unknown, missing or out of range);
+            an unknown key is named before any other problem (a misspelt required key is both
+            unknown and missing).
     """
     try:
         return JobConfig.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
+        first = _first_error(error)
         loc = tuple(str(part) for part in first["loc"])
         if loc in overridden:
             message = str(first["msg"]).removeprefix("Value error, ")

@@ -266,7 +266,9 @@ def test_a_yaml_alias_bomb_is_refused_without_expanding_it(tmp_path: Path) -> No
         with pytest.raises(JobConfigError) as caught:
             load_job_config(file, {})
         assert time.monotonic() - start < 5
-        assert "Input should be a valid" in str(caught.value)
+        # The anchors' keys are unknown: named before the bomb's type error, which pydantic
+        # still finds (every field is validated) without expanding the aliases.
+        assert str(caught.value).startswith(f"{file}: unknown key 'a0'; known keys: archive, ")
 
 
 def test_a_bad_override_is_told_apart_from_the_same_value_in_the_file(tmp_path: Path) -> None:
