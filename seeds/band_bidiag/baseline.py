@@ -36,14 +36,18 @@ class LapackGbbrd:
         host = band.get() if hasattr(band, "get") else np.asarray(band)
         return gbbrd(np.asarray(host, dtype=self.dtype))
 
-    def time(self, band: Any) -> float:
-        """Wall-clock seconds of one ?gbbrd on ``band`` (host copy and dtype conversion not
-        counted)."""
+    def timed_reduce(self, band: Any) -> tuple[float, np.ndarray, np.ndarray]:
+        """(wall-clock seconds, d, e) of one ?gbbrd on ``band`` (host copy and dtype conversion
+        not counted), for a caller that wants the timed call's result too."""
         host = band.get() if hasattr(band, "get") else np.asarray(band)
         host = np.asarray(host, dtype=self.dtype, order="F")
         start = time.perf_counter()
-        gbbrd(host)
-        return time.perf_counter() - start
+        d, e = gbbrd(host)
+        return time.perf_counter() - start, d, e
+
+    def time(self, band: Any) -> float:
+        """Wall-clock seconds of one ?gbbrd on ``band`` (:meth:`timed_reduce`'s seconds)."""
+        return self.timed_reduce(band)[0]
 
     def close(self) -> None:
         """Nothing to release (kept for the baseline protocol's shape)."""
