@@ -3,23 +3,17 @@ dtype) with LAPACK's seconds, the command, and the JSON it writes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
+from script_module import load_script as load_script_file
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_band_bidiag.py"
 
-
-def load_script():  # noqa: ANN201  (the script's module)
-    spec = importlib.util.spec_from_file_location("bench_band_bidiag", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+def load_script() -> ModuleType:
+    """The script as the module ``bench_band_bidiag``."""
+    return load_script_file("bench_band_bidiag.py", "bench_band_bidiag")
 
 
 def test_lapack_only_rows_for_every_shape_and_dtype(tmp_path, capsys, monkeypatch):

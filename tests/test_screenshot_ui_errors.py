@@ -3,27 +3,15 @@ traceback, and a database that is not there is refused, not created."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from script_module import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "screenshot_ui.py"
 HINT = "give an existing kernevo database, e.g. a copy of the GPU host's"
 
 
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("screenshot_ui_errors", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
-
-
-ui = _load_script()
+ui = load_script("screenshot_ui.py", "screenshot_ui_errors")
 _BROWSER = ui.browser_paths()
 # main() checks for the browser first: without one every run ends on that line instead.
 pytestmark = pytest.mark.skipif(

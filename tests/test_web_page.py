@@ -13,37 +13,24 @@ both: .ci/run).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from conftest import create_api_token
+from script_module import load_script
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from web_demo import DemoJob, build_demo_job
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "screenshot_ui.py"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "web"
 WAIT_S = 30.0
 
 
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("screenshot_ui", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
-
-
-ui = _load_script()
+ui = load_script("screenshot_ui.py", "screenshot_ui")
 _BROWSER = ui.browser_paths()
 pytestmark = pytest.mark.skipif(
     isinstance(_BROWSER, str), reason=f"no headless browser: {_BROWSER}"
