@@ -78,10 +78,10 @@
 #define ST_COLS_PER_WARP 1  // tune: 1 2 4
 #define ST_TILE 64          // tune: 32 64 128
 #define ST_UNROLL 4         // tune: 1 2 4 8
-#define ST_RECIP_DIAG 0     // tune: 0 1
-#define ST_STAGE_VEC 1      // tune: 1 4
-#define ST_STAGE_BATCH 1    // tune: 1 2 4 8
-#define ST_PREFETCH_B 0     // tune: 0 1
+#define ST_RECIP_DIAG 1     // tune: 0 1
+#define ST_STAGE_VEC 4      // tune: 1 4
+#define ST_STAGE_BATCH 8    // tune: 1 2 4 8
+#define ST_PREFETCH_B 1     // tune: 0 1
 
 #define ST_ROWS_PER_LANE (ST_TILE / ST_WARP)
 #define ST_LDS (ST_TILE + 1)
