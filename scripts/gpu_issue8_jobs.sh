@@ -27,10 +27,11 @@ deadline=$(( deadline - 40 ))
 job() {  # mode, log, path, dtype
   local mode=$1 log=$2 path=$3 dtype=$4
   case $mode in
-    new) step 600 "$log" kernevo evolve --path "$path" --dtype "$dtype" --iterations 30 \
-           --promote-every 10 "${gpu_args[@]}" ;;
-    resume) step 600 "$log" kernevo evolve --resume --path "$path" --dtype "$dtype" \
-              "${gpu_args[@]}" ;;
+    # A job stops after its evaluation in flight (up to a minute): SIGTERM a minute early.
+    new) STEP_GRACE_S=60 step 600 "$log" kernevo evolve --path "$path" --dtype "$dtype" \
+           --iterations 30 --promote-every 10 "${gpu_args[@]}" ;;
+    resume) STEP_GRACE_S=60 step 600 "$log" kernevo evolve --resume --path "$path" \
+              --dtype "$dtype" "${gpu_args[@]}" ;;
     skip) ;;
     *) echo "unknown mode $mode for $path" >>"$out/$log" ;;
   esac

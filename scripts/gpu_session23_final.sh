@@ -27,7 +27,7 @@ export KERNEVO_WORK_DIR=/tmp/k7f/runs KERNEVO_DATABASE_URL=sqlite:////tmp/k7f/ke
 export KERNEVO_KEY_DIR=/tmp/k7f/keys
 mkdir -p "$KERNEVO_KEY_DIR"
 deadline=$(( deadline - 25 ))  # room for the stats
-step 600 blocked.log kernevo evolve --path trsm_blocked --dtype float32 --bucket m128_2048 \
+STEP_GRACE_S=60 step 600 blocked.log kernevo evolve --path trsm_blocked --dtype float32 --bucket m128_2048 \
   --iterations 30 --promote-every 10 --gpu 0
 deadline=$(( deadline + 25 ))
 step 20 stats.txt python3 scripts/job_stats.py "$KERNEVO_DATABASE_URL"
