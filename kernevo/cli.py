@@ -814,7 +814,9 @@ def _shape_values(text: str) -> dict[str, int]:
 def _best_shape(args: argparse.Namespace) -> dict[str, int]:
     """The shape ``kernevo best`` asks for, by parameter name in the op's order: ``--shape``'s
     pairs, with ``--m`` and ``--n`` as the parameters ``m`` and ``n`` (trsm's two), checked
-    against the op (``seeds.ops.OpSpec.shape_from``). Refused as a usage error (exit 2)."""
+    against the op (:func:`_shape_problems`, then ``seeds.ops.OpSpec.shape_from`` for the
+    relations between valid values). Refused as a usage error (exit 2), every problem in one
+    line, as ``GET /v1/kernels/best``'s 422 names them all."""
     from seeds.ops import ShapeError, get_op
 
     values = dict(args.shape or {})
@@ -825,11 +827,39 @@ def _best_shape(args: argparse.Namespace) -> dict[str, int]:
                 args.parser.error(f"argument --{name}: {name} is also given by --shape")
             values[name] = given
     spec = get_op(args.op)
+    usage = f"(--shape {','.join(f'{p}=…' for p in spec.param_names)})"
+    problems = _shape_problems(spec, values)
+    if problems:
+        args.parser.error(f"{'; '.join(problems)} {usage}")
     try:
         shape = spec.shape_from(values)
     except ShapeError as error:
-        args.parser.error(f"{error} (--shape {','.join(f'{p}=…' for p in spec.param_names)})")
+        args.parser.error(f"{error} {usage}")
     return dict(zip(spec.param_names, shape, strict=True))
+
+
+def _shape_problems(spec: Any, values: dict[str, int]) -> list[str]:
+    """Every problem of the shape ``values`` (parameter name → value) for the op ``spec``
+    (a ``seeds.ops.OpSpec``), those ``api.shape_query.op_shape`` finds: each name that is not
+    one of the op's parameters, the missing parameters together (``solve_tri needs k (…), b2
+    (…) and b3 (…)``), each value outside its parameter's range. Empty when every
+    parameter is given and in range (a relation between them is ``shape_from``'s to check)."""
+    problems = [
+        f"{name} is not a shape parameter of {spec.name} "
+        f"(its parameters: {', '.join(spec.param_names)})"
+        for name in values
+        if name not in spec.param_names
+    ]
+    missing = [f"{p.name} ({p.meaning})" for p in spec.params if p.name not in values]
+    if missing:
+        listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+        problems.append(f"{spec.name} needs {listed}")
+    problems += [
+        problem
+        for p in spec.params
+        if p.name in values and (problem := p.out_of_range(values[p.name], spec.name))
+    ]
+    return problems
 
 
 def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) -> list[str]:
