@@ -66,6 +66,22 @@ class NotBetterThanChampionError(PromotionRefusedError):
     check = "beats_champion"
 
 
+class UnsupportedDatabaseError(ValueError):
+    """A database URL that names a database kernevo does not run on: a dialect SQLAlchemy does
+    not know, or one other than SQLite and PostgreSQL (``mysql://``), or a driver other than
+    the one kernevo uses for them (``db.session.dialect_problem``). The message is the one-line
+    reason without the URL (the caller names where the URL came from, as ``url_problem``'s
+    callers do); ``url`` is the URL with any password shown as ``***``.
+
+    Configuration, not infrastructure: the CLI refuses such a URL before anything runs (exit
+    2); ``make_engine`` and ``make_read_engine`` raise this for one that reaches them.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+
 class DatabaseUnavailableError(Exception):
     """The database cannot answer: ``kind`` is ``locked`` (another connection held a lock past
     the busy timeout), ``damaged`` (not a database, or malformed), ``unreachable`` (cannot be

@@ -15,6 +15,10 @@ the job's writer queue behind them). A SQLite reader opens the file with ``mode=
 transactions. A write through a reader fails at once (``DatabaseUnavailableError``, kind
 ``read_only``) instead of taking a lock.
 
+Only SQLite (Python's sqlite3) and PostgreSQL (psycopg 3) are supported: both engine makers, and
+``url_problem`` (which the CLI and the settings check every URL with), refuse any other database
+kind up front (``dialect_problem``), before a driver is imported.
+
 Both scopes turn a database that cannot answer (locked past the busy timeout, damaged,
 unreachable) into ``db.errors.DatabaseUnavailableError``, chained to the driver's error.
 """
@@ -33,7 +37,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
-from db.errors import database_unavailable
+from db.errors import UnsupportedDatabaseError, database_unavailable
 
 # Seconds a SQLite connection waits for another connection's lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -92,25 +96,77 @@ def sqlite_file(parsed: URL) -> str | None:
 # What a refusal of a URL suggests instead.
 _URL_EXAMPLES = "sqlite:///./kernevo.db or postgresql+psycopg://user@host/db"
 
+# The databases kernevo runs on (SQLAlchemy backend name -> the one driver it uses, and how a
+# URL names it): the migrations, the queue's locking (db.queue) and db.errors' classification
+# of a database that cannot answer are written and tested for these alone. ``postgresql://``
+# loads psycopg (3) in SQLAlchemy 2.1, as ``postgresql+psycopg://`` does; ``sqlite://`` loads
+# Python's sqlite3 (``pysqlite``). Another (``mysql://``, ``postgresql+psycopg2://``, an async
+# driver) would otherwise fail only on connecting, as the missing driver's "No module named …".
+_SUPPORTED_DRIVERS = {
+    "sqlite": ("pysqlite", "sqlite:// through Python's sqlite3"),
+    "postgresql": ("psycopg", "postgresql:// or postgresql+psycopg://, through psycopg 3"),
+}
+
+
+def dialect_problem(parsed: URL) -> str | None:
+    """Why kernevo cannot run on the database kind ``parsed`` names, as one line without the URL
+    (the caller names it), else ``None``: a dialect SQLAlchemy does not know (``nosuchdb://``),
+    one other than SQLite and PostgreSQL (``mysql://``), or a driver of theirs other than the
+    one kernevo uses (``postgresql+asyncpg://``; see ``_SUPPORTED_DRIVERS``).
+
+    The one check of the database kind: ``url_problem`` (the CLI's ``--database-url`` and
+    ``KERNEVO_DATABASE_URL``, which every command and the API read) and ``make_engine`` /
+    ``make_read_engine`` (every engine) call it. Loading the dialect imports its SQLAlchemy
+    module, never the driver.
+    """
+    try:
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        return f"unknown database kind {parsed.drivername!r} (expected e.g. {_URL_EXAMPLES})"
+    supported = _SUPPORTED_DRIVERS.get(dialect.name)
+    if supported is None:
+        return (
+            "only SQLite and PostgreSQL database URLs are supported: got "
+            f"{parsed.drivername!r} (expected e.g. {_URL_EXAMPLES})"
+        )
+    driver, spelled = supported
+    if dialect.driver != driver:
+        return (
+            f"only SQLite and PostgreSQL database URLs are supported, {dialect.name} as "
+            f"{spelled}: got {parsed.drivername!r}"
+        )
+    return None
+
 
 def url_problem(url: str) -> str | None:
-    """Why ``url`` cannot name any database, as one line without the URL itself (the caller
-    names where it came from), else ``None``: it does not parse as a SQLAlchemy URL
-    (``not-a-url``, ``::bad``), or its dialect is unknown to SQLAlchemy (``nosuchdb://``).
+    """Why ``url`` cannot name a database kernevo runs on, as one line without the URL itself
+    (the caller names where it came from), else ``None``: it does not parse as a SQLAlchemy URL
+    (``not-a-url``, ``::bad``), or its database kind is not one kernevo runs on
+    (:func:`dialect_problem`: ``nosuchdb://``, ``mysql://``).
 
     These are configuration errors, found before anything connects (``kernevo`` exits 2 for
     them); a database that is down or refuses the login is infrastructure, found on connecting.
-    Loading the dialect imports its SQLAlchemy module, never the driver (psycopg).
     """
     try:
         parsed = make_url(url)
     except ArgumentError:
         return f"not a database URL (expected e.g. {_URL_EXAMPLES})"
-    try:
-        parsed.get_dialect()
-    except NoSuchModuleError:
-        return f"unknown database kind {parsed.drivername!r} (expected e.g. {_URL_EXAMPLES})"
-    return None
+    return dialect_problem(parsed)
+
+
+def _supported_url(url: str) -> URL:
+    """``url`` parsed, once :func:`dialect_problem` has nothing against it.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``url`` is not a valid SQLAlchemy URL.
+        db.errors.UnsupportedDatabaseError: a database kind kernevo does not run on.
+    """
+    parsed = make_url(url)
+    problem = dialect_problem(parsed)
+    if problem is not None:
+        shown = url if parsed.password is None else parsed.render_as_string(hide_password=True)
+        raise UnsupportedDatabaseError(problem, url=shown)
+    return parsed
 
 
 def in_memory_problem(url: str) -> str | None:
@@ -156,8 +212,10 @@ def make_engine(url: str, *, echo: bool = False, busy_timeout_s: float | None = 
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a valid SQLAlchemy URL.
+        db.errors.UnsupportedDatabaseError: ``url`` names a database kind kernevo does not run
+            on (:func:`dialect_problem`), before any driver is imported.
     """
-    parsed = make_url(url)
+    parsed = _supported_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, echo=echo, pool_pre_ping=True)
     timeout = SQLITE_BUSY_TIMEOUT_S if busy_timeout_s is None else busy_timeout_s
@@ -188,8 +246,10 @@ def make_read_engine(
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a valid SQLAlchemy URL.
+        db.errors.UnsupportedDatabaseError: ``url`` names a database kind kernevo does not run
+            on (:func:`dialect_problem`), before any driver is imported.
     """
-    parsed = make_url(url)
+    parsed = _supported_url(url)
     pool = {"pool_size": READ_POOL_SIZE, "max_overflow": READ_POOL_OVERFLOW}
     if parsed.get_backend_name() != "sqlite":
         engine = create_engine(
