@@ -9,12 +9,15 @@ Errors caused by input or infrastructure (no GPU, unreachable LLM endpoint, serv
 database, a work folder that cannot be written, a port in use, a job that is not there) print one
 line on stderr and exit 1; usage and configuration errors exit 2: a bad argument (a value given
 on the command line that the job configuration refuses included), a ``--config`` job file whose
-content does not parse or validate, a database URL that does not parse or names an unknown
-dialect (``--database-url`` or ``KERNEVO_DATABASE_URL``), or a ``KERNEVO_*`` variable that is
-unknown, empty or does not parse (checked against ``kernevo.environment`` before anything runs);
-a job stopped by Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number). A closed stdout
-(``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=true`` (any
-boolean spelling: ``kernevo.environment.parse_boolean``) to see the traceback too.
+content does not parse or validate, a database URL that does not parse or names a database
+other than SQLite and PostgreSQL (``--database-url`` or ``KERNEVO_DATABASE_URL``;
+``db.session.dialect_problem``), options that contradict each other (``evolve --compile-only
+--gpu 0``, ``export --path`` of a path that does not implement ``--op`` in ``--dtype``), or
+a ``KERNEVO_*`` variable that is unknown, empty or does not parse (checked against
+``kernevo.environment`` before anything runs); a job stopped by Ctrl-C exits 130, by SIGTERM
+143 (128 + the signal number). A closed stdout (``kernevo jobs | head -3``) ends a command
+quietly with 0. Set ``KERNEVO_DEBUG=true`` (any boolean spelling:
+``kernevo.environment.parse_boolean``) to see the traceback too.
 """
 
 from __future__ import annotations
@@ -195,6 +198,10 @@ def _evolve_job(args: argparse.Namespace) -> int:
     from evolver.settings import EvolverSettings
     from evolver.store import open_store
 
+    if args.compile_only and args.gpu is not None:
+        # Contradictory, as the worker's --compile-only with --gpus and POST /v1/jobs's
+        # compile_only with gpu: a usage error, not a GPU index silently ignored.
+        args.parser.error("--compile-only runs on no GPU: leave out --gpu")
     settings_args: dict[str, Any] = {}
     if args.work_dir is not None:
         settings_args["work_dir"] = args.work_dir
@@ -1223,6 +1230,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from evolver.export import export_champions
     from evolver.store import open_existing_store
 
+    _export_path_serves(args)  # a usage error, before the GPU or the database is asked
     gpu_key = _gpu_key(args.gpu, args.device)
     engine = open_existing_store(_store_url(args))
     try:
@@ -1243,6 +1251,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"{item.program_id} -> {item.folder}"
         )
     return 0
+
+
+def _export_path_serves(args: argparse.Namespace) -> None:
+    """Refuse ``kernevo export --path P`` when P does not implement ``--op`` in ``--dtype``: the
+    options contradict each other (a usage error, exit 2, as ``evolve --path P --dtype D`` of a
+    dtype P lacks), whatever the database holds."""
+    from seeds.registry import get_path
+
+    if args.path is None:
+        return
+    spec = get_path(args.path)  # known: checked as it was parsed (_path_id)
+    if spec.op != args.op or args.dtype not in spec.dtypes:
+        args.parser.error(
+            f"argument --path: path {args.path} does not implement {args.op} in {args.dtype} "
+            f"(it implements {spec.op} in {', '.join(spec.dtypes)})"
+        )
 
 
 def _gpu_key(gpu: str | None, device: int) -> str:
@@ -1810,7 +1834,7 @@ def _add_queue_commands(commands: Any) -> None:
     export.add_argument("--path", type=_path_id, help="only this path's champion")
     export.add_argument("-o", "--output", type=_path_arg, required=True, help="folder to write")
     export.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
-    export.set_defaults(func=_cmd_export)
+    export.set_defaults(parser=export, func=_cmd_export)  # --path contradicting --op/--dtype
 
 
 def _path_arg(text: str) -> Any:

@@ -234,10 +234,6 @@ def test_export_writes_the_champion_as_files(
             ["--dtype", "float64", "--gpu", "NVIDIA H100"],
             "kernevo: no champion for trsm float64 on nvidia-h100 (paths trsm_small, trsm_blocked)",
         ),
-        (
-            ["--dtype", "float64", "--gpu", H200, "--path", "trsm_small_z64"],
-            "kernevo: path trsm_small_z64 does not implement trsm in float64",
-        ),
     ],
 )
 def test_export_errors_are_one_line(
@@ -251,6 +247,25 @@ def test_export_errors_are_one_line(
     argv = ["export", *extra, "-o", str(tmp_path / "x"), "--database-url", fresh_database_url]
     code, out, err = _run(capsys, *argv)
     assert (code, out, _one_line(err)) == (1, "", line)
+    assert not (tmp_path / "x").exists()
+
+
+def test_export_of_a_path_that_does_not_implement_the_op_in_the_dtype_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], seeded: Seeded, fresh_database_url: str, tmp_path: Path
+) -> None:
+    """``--path`` contradicting ``--dtype`` is a contradictory combination of options: exit 2
+    (README's exit codes), as ``evolve --path P --dtype D`` of a dtype P lacks, whatever the
+    database holds."""
+    argv = ["export", "--dtype", "float64", "--gpu", H200, "--path", "trsm_small_z64"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "-o", str(tmp_path / "x"), "--database-url", fresh_database_url])
+    out, err = capsys.readouterr()
+    assert (exited.value.code, out, _one_line(err)) == (
+        2,
+        "",
+        "kernevo export: error: argument --path: path trsm_small_z64 does not implement trsm "
+        "in float64 (it implements trsm in complex128) (see kernevo export --help)",
+    )
     assert not (tmp_path / "x").exists()
 
 
