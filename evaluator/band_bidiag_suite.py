@@ -24,23 +24,35 @@ which sits between guard bands (``out_of_bounds_write``); a launch the device re
 ``non_finite_output``, ``singular_values``). Failures name n and bandwidth in their detail
 (``CheckFailure.describe`` would read a shape of two values as trsm's m, n).
 
+The host work that does not depend on the candidate — drawing every band of the verification
+(the spectra are O(n³)) and its float64 reference singular values (DGBBRD + DBDSQR) — starts
+at once in the host pool (``evaluator.host_pool``), the spectra past
+:data:`ALL_SPECTRA_MAX_N` first (the longest tasks), while the GPU reduces the bands in their
+order; each band's reference is handed to the check (``check(problem, output, sigma=…)``),
+which otherwise computes the same values itself. The GPU's launches, the checks and the order
+in which a failure is found are those of a verification in one thread.
+
 Imports nothing of CUDA at import time (the pipeline's process builds suites too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from evaluator import host_pool
 from evaluator.checks.band_bidiag import where
 from evaluator.checks.integrity import GUARD_ELEMENTS, guard_pattern
 from evaluator.inputs import NUMPY_DTYPES
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
 from seeds.band_bidiag.inputs import KINDS, SPECTRUM_KINDS, BandProblem, make_band
 from seeds.band_bidiag.layout import bidiagonal, pack
+from seeds.band_bidiag.reference import reference_singular_values
 
 Shape = tuple[int, ...]
 
@@ -88,17 +100,47 @@ def spectrum_kinds(shape: Sequence[int], kinds: Sequence[str], seed: int) -> lis
     return [spectra[(seed + n) % len(spectra)]]
 
 
+def band_draws(
+    shape: Sequence[int], seeds: Sequence[int], growth: bool, kinds: Sequence[str]
+) -> list[tuple[str, int]]:
+    """(kind, seed) of every band one verification reduces at ``shape`` (module docstring), in
+    order."""
+    found = [(SEED_KIND, seed) for seed in seeds]
+    if growth:
+        first = seeds[0]
+        cheap = [kind for kind in kinds if kind not in SPECTRUM_KINDS and kind != SEED_KIND]
+        found += [(kind, first) for kind in cheap]
+        found += [(kind, first) for kind in spectrum_kinds(shape, kinds, first)]
+    return found
+
+
 def bands(
     shape: Sequence[int], dtype: str, seeds: Sequence[int], growth: bool, kinds: Sequence[str]
 ) -> list[Drawn]:
     """The bands one verification reduces at ``shape`` (module docstring), in order."""
-    found = [draw(SEED_KIND, shape, dtype, seed) for seed in seeds]
-    if growth:
-        first = seeds[0]
-        cheap = [kind for kind in kinds if kind not in SPECTRUM_KINDS and kind != SEED_KIND]
-        found += [draw(kind, shape, dtype, first) for kind in cheap]
-        found += [draw(kind, shape, dtype, first) for kind in spectrum_kinds(shape, kinds, first)]
-    return found
+    draws = band_draws(shape, seeds, growth, kinds)
+    return [draw(kind, shape, dtype, seed) for kind, seed in draws]
+
+
+def prepared(
+    kind: str, shape: Sequence[int], dtype: str, seed: int
+) -> tuple[Drawn, np.ndarray | None]:
+    """The band of :func:`draw` and its reference singular values
+    (``reference.reference_singular_values``: float64, DGBBRD + DBDSQR), or ``None`` where they
+    raised: the check then computes them itself and raises where a verification in one thread
+    raised (after the band's reduction, and only if the output's shape and entries pass)."""
+    found = draw(kind, shape, dtype, seed)
+    try:
+        return found, reference_singular_values(found.problem.band)
+    except Exception:  # noqa: BLE001 - re-raised by the check, in its place
+        return found, None
+
+
+def first_needed(shape: Sequence[int], kind: str) -> bool:
+    """Whether a band's preparation goes to the pool ahead of the others: the spectra past
+    ALL_SPECTRA_MAX_N, O(n³) on one core (14 s at n = 2048 on the development machine), the
+    longest tasks of a verification by far."""
+    return kind in SPECTRUM_KINDS and shape[0] > ALL_SPECTRA_MAX_N
 
 
 def located(failure: CheckFailure, where_found: str) -> CheckFailure:
@@ -191,17 +233,37 @@ class BandBidiagSuite:
         growth: bool, check: Callable[..., CheckFailure | None],
     ) -> tuple[CheckFailure | None, list[Shape]]:  # fmt: skip
         """Every band of :func:`bands` at every shape reduced and judged by ``check``
-        (``evaluator.checks.band_bidiag.check_output``: ``check(problem, (d, e))``); with
-        ``growth``, the graph of each shape against the first band's launch-by-launch bits."""
+        (``evaluator.checks.band_bidiag.check_output``: ``check(problem, (d, e), sigma=…)``,
+        ``sigma`` the band's reference singular values, prepared in the host pool, or None);
+        with ``growth``, the graph of each shape against the first band's launch-by-launch
+        bits."""
+        kinds = spec.verify_kinds
+        plan = [(tuple(shape), band_draws(shape, seeds, growth, kinds)) for shape in shapes]
+        items = [(shape, kind, seed) for shape, draws in plan for kind, seed in draws]
+        calls = [partial(prepared, kind, shape, dtype, seed) for shape, kind, seed in items]
+        # Stable: the longest first, then every band in the order the GPU reduces them.
+        order = sorted(range(len(items)), key=lambda i: not first_needed(*items[i][:2]))
+        with host_pool.prefetched(calls, order) as ready:
+            return self._verify_prepared(driver, plan, iter(ready), growth, check)
+
+    def _verify_prepared(
+        self, driver: Any, plan: Sequence[tuple[Shape, Sequence[tuple[str, int]]]],
+        ready: Iterator[Future[tuple[Drawn, np.ndarray | None]]], growth: bool,
+        check: Callable[..., CheckFailure | None],
+    ) -> tuple[CheckFailure | None, list[Shape]]:  # fmt: skip
+        """:meth:`verify` on the bands of ``plan`` (shape, its (kind, seed) in order), whose
+        futures ``ready`` yields in that order."""
         passed: list[Shape] = []
-        for shape in shapes:
+        for shape, draws in plan:
             n, bw = shape
             first: tuple[np.ndarray, np.ndarray] | None = None
-            drawn = bands(shape, dtype, seeds, growth, spec.verify_kinds)
-            for item in drawn:
+            drawn: list[Drawn] = []
+            for _ in draws:
+                item, sigma = next(ready).result()
+                drawn.append(item)
                 failure, output = reduce_guarded(driver, item.problem.band)
                 if failure is None and output is not None:
-                    failure = check(item.problem, output)
+                    failure = check(item.problem, output, sigma=sigma)
                     first = first or output
                 if failure:
                     return located(failure, item.describe()), passed

@@ -19,21 +19,27 @@ and B's buffers: ``out_of_bounds_write``, ``input_modified``, ``non_finite_outpu
 refuses is ``launch_geometry``. Failures carry the shape (n, k, b2, b3) and name the
 parameters, the layout and the batch in their detail.
 
+Each shape's problems are drawn in the host pool (``evaluator.host_pool``), all shapes at once
+from the start, while the GPU solves the shapes before it; launches and checks run in order in
+the calling thread, as before.
+
 Imports nothing of CUDA at import time (the pipeline's process builds suites too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from evaluator import host_pool
 from evaluator.checks.solve_tri import GGML_NMSE_MAX_N, shape_words
 from evaluator.report import CheckFailure, RivalTiming, ShapeTiming
 from seeds.solve_tri.inputs import LAYOUTS, Problem, make_problem
 from seeds.solve_tri.layout import packed_strides
-from seeds.solve_tri.reference import nmse, reference
+from seeds.solve_tri.reference import forward_substitution, nmse
 
 Shape = tuple[int, ...]
 SolveTriShape = tuple[int, int, int, int]
@@ -110,10 +116,12 @@ def launch(
 
 def baseline_nmse(baseline: Any, problem: Problem) -> np.ndarray:
     """cuBLAS's per-batch NMSE (b3, b2) against float64 on ``problem``'s own data (its X a
-    fresh copy of the problem's buffers): the baseline of the ``ggml_nmse`` bound."""
+    fresh copy of the problem's buffers): the baseline of the ``ggml_nmse`` bound. The float64
+    X is ``reference.reference``'s first result (the same ``forward_substitution``), without
+    the |A⁻¹|·|A|·|X| it also computes and an NMSE does not use."""
     _, buffers = launch(baseline, problem)
     assert buffers is not None  # the baseline raises, never a geometry failure
-    x_ref = reference(problem.a.view(), problem.b.view())[0]
+    x_ref = forward_substitution(problem.a.view(), problem.b.view())
     return nmse(problem.x.view(buffers[0]), x_ref)
 
 
@@ -144,20 +152,22 @@ class SolveTriSuite:
         only, and closed here."""
         passed: list[Shape] = []
         baseline = None
+        shapes4: list[SolveTriShape] = [tuple(shape) for shape in shapes]  # type: ignore[misc]
+        calls = [partial(problems, shape4, list(seeds), growth) for shape4 in shapes4]
         try:
-            for shape in shapes:
-                shape4: SolveTriShape = tuple(shape)  # type: ignore[assignment]
-                for problem in problems(shape4, seeds, growth):
-                    base = None
-                    if problem.kind == "ggml":
-                        baseline = baseline or spec.baseline(dtype)
-                        base = baseline_nmse(baseline, problem)
-                    failure, buffers = launch(driver, problem)
-                    if failure is None and buffers is not None:
-                        failure = check(problem, *buffers, base)
-                    if failure:
-                        return located(failure, describe_problem(problem)), passed
-                passed.append(shape4)
+            with host_pool.prefetched(calls) as drawn:
+                for shape4, ready in zip(shapes4, drawn, strict=True):
+                    for problem in ready.result():
+                        base = None
+                        if problem.kind == "ggml":
+                            baseline = baseline or spec.baseline(dtype)
+                            base = baseline_nmse(baseline, problem)
+                        failure, buffers = launch(driver, problem)
+                        if failure is None and buffers is not None:
+                            failure = check(problem, *buffers, base)
+                        if failure:
+                            return located(failure, describe_problem(problem)), passed
+                    passed.append(shape4)
         finally:
             if baseline is not None:
                 baseline.close()
