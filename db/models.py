@@ -8,6 +8,7 @@ promotion is kept in ``champion_promotion``.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,15 @@ from db.states import EvaluationState, JobState
 
 _JOB_STATES = ", ".join(f"'{s.value}'" for s in JobState)
 _EVALUATION_STATES = ", ".join(f"'{s.value}'" for s in EvaluationState)
+
+
+def new_work_key() -> str:
+    """A job's work key: a random UUID4 as 32 lowercase hex digits, drawn once with the row.
+
+    Job ids restart at 1 in every database; the key is what tells job 1 of one database from job 1
+    of another, so it names the job's work folder (``evolver.work_folder``).
+    """
+    return uuid.uuid4().hex
 
 
 class ImmutableRowError(RuntimeError):
@@ -79,6 +89,11 @@ class Job(Base):
     # worker's --heartbeat-s, or kernevo evolve's 30 s); None: not recorded. The reaper and the
     # stale flag wait for three of them (db.queue, db.heartbeat).
     heartbeat_interval_s: Mapped[float | None] = mapped_column(Float)
+    # A random UUID (32 hex digits) drawn when the row is created (migration 3c8e5b1d9a27 drew
+    # one for every older row): with the id it names the job's work folder,
+    # $KERNEVO_WORK_DIR/job-<id>-<first 12 digits>/, which evolver.work_folder marks with it.
+    # (The lambda looks new_work_key up at each insert, so a test can fix the key.)
+    work_key: Mapped[str] = mapped_column(String(32), unique=True, default=lambda: new_work_key())
 
     programs: Mapped[list[Program]] = relationship(back_populates="job", order_by="Program.id")
 

@@ -44,6 +44,13 @@ class WorkDirError(EvolverError, RuntimeError):
     """The work folder (``KERNEVO_WORK_DIR`` or ``--work-dir``) cannot be created or written."""
 
 
+class SeedScreenError(EvolverError, ValueError):
+    """The job's seed (its ``initial_program.cu``) fails the evaluator's screen against the
+    path's seed: every candidate, made from it, would fail the same check, so the job does not
+    run. Either the path's seed file breaks the screen itself, or it changed outside its
+    EVOLVE-BLOCK since the job began."""
+
+
 class SigningKeyError(EvolverError, ValueError):
     """``KERNEVO_SIGNING_KEY`` names a file that is not a usable Ed25519 private key."""
 

@@ -18,9 +18,13 @@ Process lifetime: OpenEvolve's pool workers, and the GPU workers they start, end
 process ends, however it ends (``evaluator.parent_watch``); ``kill -9`` of the job leaves no
 worker behind.
 
-Work folder ``$KERNEVO_WORK_DIR/job-<id>/``: ``initial_program.cu``, ``prompts/`` (templates),
-``reports/`` (one evaluator report per source sha256), ``openevolve/`` (checkpoints, logs,
-artifacts, evolution trace), ``job.lock``.
+Work folder ``$KERNEVO_WORK_DIR/job-<id>-<first 12 hex digits of the job's work key>/``, one per
+job of one database (``evolver.work_folder``: job ids restart at 1 in every database):
+``job.json`` (the marker: job id, work key, database), ``initial_program.cu``, ``prompts/``
+(templates), ``reports/`` (one evaluator report per source sha256), ``openevolve/``
+(checkpoints, logs, artifacts, evolution trace), ``job.lock``. A folder of another job is
+refused, never used or deleted. The seed is screened before OpenEvolve starts: a seed that
+fails the evaluator's screen fails the job (``SeedScreenError``) instead of every iteration.
 """
 
 from __future__ import annotations
@@ -31,21 +35,22 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, func, select
 
 from evolver import openevolve_host as host
 from evolver.champion import MIN_CHAMPION_SCORE, promote_best
-from evolver.checkpoints import Checkpoint, JobLock, ResumePoint, choose_resume_point
+from evolver.checkpoints import Checkpoint, ResumePoint, choose_resume_point
 from evolver.cluster import ClusterOptions, EvaluationCluster
 from evolver.errors import (
     EvolverError,
     JobFailedError,
     LLMEndpointError,
     ResumeError,
+    SeedScreenError,
     SigningKeyError,
     WorkDirError,
 )
@@ -66,8 +71,18 @@ from evolver.prompts import system_message, write_templates
 from evolver.queued_llm import queued_llm_problem
 from evolver.settings import EvolverSettings
 from evolver.store import open_store
+from evolver.work_folder import (
+    FolderOwner,
+    WorkFolderError,
+    database_label,
+    holding_work_folder,
+    work_folder,
+)
 from kernevo.stopping import note_stop, stop_handled
 from seeds.registry import get_path
+
+if TYPE_CHECKING:
+    from seeds.spec import PathSpec
 
 NO_GPU_KEY = "none"
 NO_GPU_ARCH = "sm_90"  # what compile-only evaluations target (evaluator default)
@@ -92,6 +107,8 @@ class JobOutcome:
     programs_recorded: int
     message: str
     signal: int | None = None
+    # The job's work folder (evolver.work_folder); None when the run stopped before taking it.
+    work_folder: Path | None = None
 
 
 class JobStopped(BaseException):
@@ -261,9 +278,11 @@ def _start_job(
                 model=backend.model,
             )
             job_id = row.id  # known before the commit: a stop during it still marks the row
+            work_key = row.work_key
         return _run(
             job,
             job_id,
+            work_key,
             engine,
             gpu,
             backend,
@@ -384,7 +403,7 @@ def _resume_job(
             problem = queued_llm_problem(job.llm, settings)
             if problem is not None:
                 raise LLMEndpointError(f"job {row.id}: {problem}")
-        job_id, gpu_key = row.id, row.gpu_key
+        job_id, gpu_key, work_key = row.id, row.gpu_key, row.work_key
         best_score, best_speedup = row.best_score, row.best_speedup
     on_key = None if gpu_key == NO_GPU_KEY else gpu_key
     with _evaluating_on(cluster, compile_only=job.compile_only, gpu_key=on_key) as evaluation:
@@ -396,6 +415,7 @@ def _resume_job(
         return _run(
             job,
             job_id,
+            work_key,
             engine,
             gpu,
             backend,
@@ -436,6 +456,7 @@ def _recorded(engine: Engine, job_id: int) -> tuple[dict[str, str], int | None]:
 def _run(
     job: JobConfig,
     job_id: int,
+    work_key: str,
     engine: Engine,
     gpu: GpuFacts | None,
     backend: LLMBackend,
@@ -449,10 +470,33 @@ def _run(
     resume_hint: str | None = None,
 ) -> JobOutcome:
     spec = get_path(job.path, job.bucket)
-    work = (settings.work_dir / f"job-{job_id}").resolve()
+    work = work_folder(settings.work_dir, job_id, work_key)
+    owner = FolderOwner(
+        job_id=job_id,
+        work_key=work_key,
+        path=spec.path_id,
+        dtype=job.dtype,
+        shape_bucket=spec.shape_bucket,
+        database=database_label(engine.url),
+    )
+
+    def recorded() -> tuple[set[str], set[str]]:
+        uids = _recorded(engine, job_id)[0]
+        return set(uids), set(uids.values())
+
     with ExitStack() as held:
         try:
-            held.enter_context(JobLock(work, job_id))
+            work = held.enter_context(
+                holding_work_folder(
+                    settings.work_dir,
+                    owner,
+                    recorded=recorded if resuming else None,
+                    write=write,
+                )
+            )
+        except WorkFolderError as error:  # another job's folder: left as it is
+            _mark_failed(engine, job_id, "error", str(error))
+            raise
         except OSError as error:  # not "held by another process": that is a ResumeError
             failure = WorkDirError(
                 f"job {job_id}: work folder {work} cannot be created or locked: "
@@ -591,6 +635,7 @@ def _run_locked(
     initial = work / "initial_program.cu"
     if not initial.exists():
         initial.write_text(spec.seed_source())
+    _check_seed(job_id, spec, initial)
     report_dir = work / "reports"
     report_dir.mkdir(parents=True, exist_ok=True)
     output_dir = work / "openevolve"
@@ -750,7 +795,38 @@ def _run_locked(
         with Heartbeat(reporter):  # verifying a champion takes minutes: the job is not stale
             reporter.promote_now()
     signum = received[0] if received else None
-    return _finish(engine, job_id, job, reporter, failure, write, signum, resume_hint)
+    outcome = _finish(engine, job_id, job, reporter, failure, write, signum, resume_hint)
+    return replace(outcome, work_folder=work)
+
+
+def _check_seed(job_id: int, spec: PathSpec, initial: Path) -> None:
+    """Screen the job's seed ``initial`` against the path's seed, as the evaluator screens every
+    candidate (``evaluator.screen.screen``), before OpenEvolve starts: a seed that fails it would
+    make every iteration fail the same check while the job ran to ``complete``.
+
+    Raises:
+        SeedScreenError: one line naming the check and what to do.
+    """
+    from evaluator.screen import screen
+
+    path_seed = spec.seed_source()
+    try:
+        source = initial.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SeedScreenError(f"job {job_id}: its seed {initial} cannot be read: {error}") from None
+    failure = screen(source, path_seed)
+    if failure is None:
+        return
+    check = failure.describe()
+    if source == path_seed:
+        then = f"the path's seed {spec.seed_file} breaks the screen itself: fix it"
+    else:
+        then = (
+            f"it differs from the path's seed {spec.seed_file} outside the code that may "
+            f"change (the path's seed changed since job {job_id} began, or the file is another "
+            "job's): start a new job"
+        )
+    raise SeedScreenError(f"job {job_id}: its seed {initial} fails the screen ({check}); {then}")
 
 
 def _header(

@@ -5,8 +5,9 @@ job (``db.queue.claim_job``); this process records the LLM backend on the job's 
 (``db.queue.settle_backend``: later attempts run with the same endpoint whatever their worker's
 environment), then runs it through the runner's resume path (``evolver.runner.resume_job``): a
 job that never ran starts from the seed, a job returned to the queue after its worker died
-continues from its newest sound checkpoint in ``$KERNEVO_WORK_DIR/job-N`` (the same folder on
-every worker host, or it restarts from the seed, keeping the programs recorded before).
+continues from its newest sound checkpoint in ``$KERNEVO_WORK_DIR/job-N-<key>`` (the job's work
+folder, ``evolver.work_folder``; the same folder on every worker host, or it restarts from the
+seed, keeping the programs recorded before).
 With ``--scheduler`` (a ``kernevo worker --scheduler`` slot) the job evaluates on that Dask
 cluster's workers of the row's GPU key, as ``kernevo evolve --resume N --scheduler`` would: a
 scheduler lost mid-job fails it with the runner's one line (``failed``, resumable with the

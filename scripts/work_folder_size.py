@@ -43,7 +43,9 @@ def measure(iterations: int, interval: int, keep: int, root: Path) -> str:
     url = f"sqlite:///{root / 'lineage.db'}"
     outcome = start_job(job, settings=settings, database_url=url, write=lambda _: None)
     seconds = time.monotonic() - started
-    work = root / "runs" / f"job-{outcome.job_id}"
+    work = outcome.work_folder  # runs/job-<id>-<key> (evolver.work_folder)
+    if work is None:
+        raise SystemExit(f"job {outcome.job_id} stopped before it took its work folder")
     checkpoints = work / "openevolve" / "checkpoints"
     names = sorted(p.name for p in checkpoints.iterdir())
     return (

@@ -219,7 +219,8 @@ def test_a_job_keeps_only_its_newest_checkpoints(tmp_path: Path) -> None:
     )
     outcome = start_job(job, settings=settings, database_url=f"sqlite:///{tmp_path / 'l.db'}")
     assert outcome.state == "complete"
-    work = tmp_path / "runs" / f"job-{outcome.job_id}"
+    work = outcome.work_folder
+    assert work is not None and work.parent == (tmp_path / "runs").resolve()
     names = sorted(p.name for p in (work / "openevolve" / "checkpoints").iterdir())
     assert names == ["checkpoint_16", "checkpoint_18", "checkpoint_20"]
     assert _folder_bytes(work) < MAX_WORK_BYTES
@@ -232,7 +233,8 @@ def test_a_resume_skips_a_tampered_checkpoint_and_marks_the_reruns(tmp_path: Pat
         path="trsm_small", dtype="float64", compile_only=True, iterations=6, checkpoint_interval=2
     )
     first = start_job(job, settings=settings, database_url=url, write=lambda line: None)
-    output = tmp_path / "runs" / f"job-{first.job_id}" / "openevolve"
+    assert first.work_folder is not None
+    output = first.work_folder / "openevolve"
     newest = output / "checkpoints" / "checkpoint_6"
     victim = sorted((newest / "programs").glob("*.json"))[0]
     data = json.loads(victim.read_text())
@@ -278,7 +280,8 @@ def test_resume_of_a_job_whose_folder_lost_every_checkpoint_starts_from_the_seed
         path="trsm_small", dtype="float32", compile_only=True, iterations=2, checkpoint_interval=1
     )
     first = start_job(job, settings=settings, database_url=url, write=lambda line: None)
-    shutil.rmtree(tmp_path / "runs" / f"job-{first.job_id}" / "openevolve" / "checkpoints")
+    assert first.work_folder is not None
+    shutil.rmtree(first.work_folder / "openevolve" / "checkpoints")
     with Session(create_engine(url)) as s:
         s.execute(update(Job).where(Job.id == first.job_id).values(state="failed"))
         s.commit()

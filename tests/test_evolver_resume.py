@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Evaluation, Job, Program
 from evolver.checkpoints import latest_checkpoint
+from evolver.work_folder import work_folder
 
 ITERATIONS = 120
 KILL_AFTER_PROGRAMS = 12
@@ -50,6 +51,14 @@ def _rows(url: str) -> dict[str, tuple[str, int | None, int, str, bool]]:
         }
 
 
+def _work_folder(url: str, tmp_path: Path) -> Path:
+    """Job 1's work folder (``evolver.work_folder``: named by its id and work key)."""
+    with Session(create_engine(url)) as s:
+        job = s.get(Job, 1)
+        assert job is not None
+        return work_folder(tmp_path / "runs", 1, job.work_key)
+
+
 def test_sigkilled_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'lineage.db'}"
     first = subprocess.Popen(
@@ -71,7 +80,7 @@ def test_sigkilled_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> Non
         text=True,
         start_new_session=True,  # its own process group: the kill takes the pool workers too
     )
-    output = tmp_path / "runs" / "job-1" / "openevolve"
+    output = tmp_path / "runs" / "not-yet"  # job 1's folder, once its row names its work key
     refused = None
     try:
         deadline = time.monotonic() + 240
@@ -93,6 +102,8 @@ def test_sigkilled_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> Non
                         timeout=120,
                     )
                 # Killed between checkpoints, so some recorded iterations have to run again.
+                if count:
+                    output = _work_folder(url, tmp_path) / "openevolve"
                 last = latest_checkpoint(output)
                 reached = max((row[2] for row in rows.values()), default=0)
                 if count >= KILL_AFTER_PROGRAMS and last is not None and reached > last.iteration:

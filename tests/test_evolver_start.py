@@ -99,13 +99,17 @@ def test_an_unwritable_work_folder_creates_no_job(fresh_database_url: str, tmp_p
 
 
 def test_a_job_folder_that_cannot_be_made_marks_the_job_failed(
-    fresh_database_url: str, tmp_path: Path
+    fresh_database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    (runs / "job-1").write_text("in the way of job 1's folder")
+    key = "0123456789ab" + "c" * 20  # the job's work key, fixed so its folder can be blocked
+    monkeypatch.setattr("db.models.new_work_key", lambda: key)
+    (runs / "job-1-0123456789ab").write_text("in the way of job 1's folder")
     job = JobConfig(path="trsm_small", dtype="float32", compile_only=True, iterations=2)
-    with pytest.raises(WorkDirError, match=r"^job 1: work folder .*job-1 cannot be created"):
+    with pytest.raises(
+        WorkDirError, match=r"^job 1: work folder .*job-1-0123456789ab cannot be created"
+    ):
         start_job(job, settings=_settings(runs), database_url=fresh_database_url, write=print)
     assert _jobs(fresh_database_url) == [(1, "failed", "error")]
     engine = make_engine(fresh_database_url)

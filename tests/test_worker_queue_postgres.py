@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from db.models import Evaluation, Job, Program
 from evolver.checkpoints import latest_checkpoint
+from evolver.work_folder import work_folder
 
 pytestmark = pytest.mark.postgres
 
@@ -226,7 +227,8 @@ def _run_show(url: str, api: str, work: Path, workers: list[Worker], started: fl
         for job in _jobs(url).values():
             if job.state != "running" or job.claimed_by not in ids:
                 continue
-            checkpoint = latest_checkpoint(work / f"job-{job.id}" / "openevolve")
+            folder = work_folder(work, job.id, job.work_key)
+            checkpoint = latest_checkpoint(folder / "openevolve")
             rows = _programs(url, job.id)
             reached = max((row[2] for row in rows.values()), default=0)
             if (

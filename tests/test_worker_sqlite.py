@@ -117,6 +117,7 @@ def test_a_job_another_process_runs_is_left_to_it(tmp_path: Path) -> None:
     the worker marked it failed (worker_error). Now its job process says the job is busy and
     the worker gives its claim up, leaving the row to the process that runs it."""
     from evolver.checkpoints import JobLock
+    from evolver.work_folder import work_folder
 
     url = f"sqlite:///{tmp_path / 'queue.db'}"
     from db.migrate import upgrade
@@ -127,7 +128,9 @@ def test_a_job_another_process_runs_is_left_to_it(tmp_path: Path) -> None:
     job_id = _enqueue(engine)
     log = tmp_path / "worker.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_LLM_")}
-    with JobLock((runs / f"job-{job_id}").resolve(), job_id), log.open("wb") as handle:
+    with session_scope(engine) as s:
+        work = work_folder(runs, job_id, repo.get_job(s, job_id).work_key)
+    with JobLock(work, job_id), log.open("wb") as handle:
         worker = subprocess.Popen(
             [sys.executable, "-m", "kernevo.cli", "worker", "--compile-only"]
             + ["--database-url", url, "--work-dir", str(runs)]
