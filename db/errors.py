@@ -154,3 +154,22 @@ def database_unavailable(error: BaseException) -> DatabaseUnavailableError | Non
     text = " ".join(str(orig).split())
     reason = text[:200] or type(orig).__name__
     return DatabaseUnavailableError(kind, _MESSAGES[kind].format(reason=reason))
+
+
+class ForeignSchemaError(ValueError):
+    """A database that holds another application's schema, not kernevo's: it has tables but no
+    Alembic revision of kernevo's (no ``alembic_version`` table, an empty one beside other
+    tables, or a revision that none of ``db/migrations`` names: another application's
+    migrations, or a newer kernevo's). ``db.migrate.upgrade`` raises it before writing anything
+    (``db.migrate.schema_problem``), so ``kernevo serve`` and every command that migrates
+    refuses such a database instead of adding kernevo's tables beside the other ones.
+
+    The message is the one-line reason without the URL (``it has 1 table (notes) and no
+    kernevo schema revision (no alembic_version table)``); the caller names the database.
+    ``tables`` are the tables found (sorted), ``revision`` the foreign revision or ``None``.
+    """
+
+    def __init__(self, message: str, *, tables: tuple[str, ...], revision: str | None) -> None:
+        super().__init__(message)
+        self.tables = tables
+        self.revision = revision

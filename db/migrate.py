@@ -2,6 +2,11 @@
 
 Alembic owns the schema: nothing calls ``metadata.create_all``. The command line works too:
 ``alembic -c db/alembic.ini upgrade head`` (URL from ``KERNEVO_DATABASE_URL``).
+
+``upgrade`` migrates only a database that is empty or kernevo's (``schema_problem``): one that
+holds another application's tables is refused (``db.errors.ForeignSchemaError``) before anything
+is written, whichever command migrates (``kernevo serve``, ``evolve``, ``worker``, ``token``
+through ``evolver.store.open_store``).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, make_url
 
-from db.session import make_engine, sqlite_file
+from db.errors import ForeignSchemaError
+from db.session import make_engine, make_read_engine, sqlite_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ALEMBIC_INI = PACKAGE_DIR / "alembic.ini"
@@ -50,7 +56,33 @@ def _run(url: str, revision: str, *, up: bool) -> None:
     folder = Path(database).expanduser().resolve().parent
     folder.mkdir(parents=True, exist_ok=True)
     with _folder_lock(folder):
+        if up:
+            _refuse_foreign_file(url, Path(database).expanduser())
         _migrate(url, revision, up=up)
+
+
+def _refuse_foreign_file(url: str, path: Path) -> None:
+    """Read an existing SQLite file's schema through a read engine (``mode=ro``) before the
+    writer connects: the writer switches the file to WAL on connecting, which would already
+    change another application's file. ``_migrate`` checks again inside its transaction.
+
+    Raises:
+        ForeignSchemaError: the file holds another application's tables.
+        sqlalchemy.exc.DatabaseError: the file is not a SQLite database.
+    """
+    try:
+        if path.stat().st_size == 0:  # a new or empty file: a fresh database
+            return
+    except FileNotFoundError:
+        return
+    engine = make_read_engine(url)
+    try:
+        with engine.connect() as connection:
+            problem = schema_problem(connection)
+    finally:
+        engine.dispose()
+    if problem is not None:
+        raise problem
 
 
 @contextmanager
@@ -89,6 +121,8 @@ def _migrate(url: str, revision: str, *, up: bool) -> None:
                 connection.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
                 )
+            if up and (problem := schema_problem(connection)) is not None:
+                raise problem  # rolls the transaction back: nothing written
             config = alembic_config()
             # env.py migrates on this connection and leaves logging alone.
             config.attributes["connection"] = connection
@@ -105,9 +139,12 @@ def upgrade(url: str, revision: str = "head") -> None:
     transaction on both SQLite and PostgreSQL. Safe to call from several processes at once (e.g.
     three workers' first starts on a fresh database): PostgreSQL migrators queue on an advisory
     lock (``MIGRATION_LOCK_KEY``), SQLite ones on the write lock; the later ones find the schema
-    at ``revision`` and change nothing.
+    at ``revision`` and change nothing. A database with no tables (a new SQLite file, an empty
+    PostgreSQL schema) gets kernevo's; one holding another application's tables is refused,
+    nothing written (:func:`schema_problem`).
 
     Raises:
+        db.errors.ForeignSchemaError: the database has tables but no kernevo revision.
         sqlalchemy.exc.OperationalError: the database cannot be reached.
         alembic.util.CommandError: ``revision`` is unknown.
     """
@@ -132,6 +169,66 @@ def current_revision(url: str) -> str | None:
             return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
+
+
+def known_revisions() -> frozenset[str]:
+    """Every revision shipped in ``db/migrations`` (the head and each one before it)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(alembic_config())
+    return frozenset(script.revision for script in scripts.walk_revisions())
+
+
+# Table names a refusal lists before "…": enough to recognize whose database it is.
+_TABLES_SHOWN = 5
+_NAME_SHOWN = 64
+
+
+def _tables_text(tables: tuple[str, ...]) -> str:
+    shown = [" ".join(name.split())[:_NAME_SHOWN] for name in tables[:_TABLES_SHOWN]]
+    more = ", …" if len(tables) > _TABLES_SHOWN else ""
+    count = f"{len(tables)} table{'' if len(tables) == 1 else 's'}"
+    return f"{count} ({', '.join(shown)}{more})"
+
+
+def schema_problem(connection: Connection) -> ForeignSchemaError | None:
+    """Why the database on ``connection`` is not one kernevo may migrate, else ``None``.
+
+    ``None`` for a database without tables or views (in the connection's default schema: the
+    one kernevo's tables go to), and for one at a revision of ``db/migrations``
+    (:func:`known_revisions`; an older kernevo schema is migrated) or holding only an empty
+    ``alembic_version`` (kernevo's, downgraded to base). Otherwise a
+    ``ForeignSchemaError`` whose one-line message says what was found: tables but no
+    ``alembic_version`` table, tables beside an empty one, or a revision none of ours names
+    (another application's migrations, or a newer kernevo's). Reads only: works on a read
+    engine's connection.
+    """
+    inspector = inspect(connection)
+    tables = tuple(sorted({*inspector.get_table_names(), *inspector.get_view_names()}))
+    if not tables:
+        return None
+    version_table = "alembic_version"
+    if version_table not in tables:
+        reason = f"no {version_table} table"
+    else:
+        heads = MigrationContext.configure(connection).get_current_heads()
+        unknown = sorted(head for head in heads if head not in known_revisions())
+        if unknown:
+            named = ", ".join(repr(" ".join(head.split())[:_NAME_SHOWN]) for head in unknown)
+            return ForeignSchemaError(
+                f"its {version_table} revision {named} is not one of kernevo's (another "
+                "application's migrations, or a newer kernevo's)",
+                tables=tables,
+                revision=unknown[0],
+            )
+        if heads or tables == (version_table,):
+            return None
+        reason = f"{version_table} is empty"
+    return ForeignSchemaError(
+        f"it has {_tables_text(tables)} and no kernevo schema revision ({reason})",
+        tables=tables,
+        revision=None,
+    )
 
 
 def head_revision() -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from db.errors import ForeignSchemaError
 from evolver.errors import StoreError
 
 
@@ -32,6 +33,11 @@ def _reason(error: BaseException) -> str:
 
 # What a refusal of a missing SQLite file suggests: the two commands that create one.
 _CREATES_IT = "'kernevo evolve' or 'kernevo serve' creates and migrates it"
+# What a refusal of another application's database suggests: no command of kernevo's takes it.
+FOREIGN_DATABASE_HINT = "point --database-url (or KERNEVO_DATABASE_URL) at a kernevo database"
+_NEW_DATABASE_HINT = (
+    f"{FOREIGN_DATABASE_HINT}, or at a new SQLite file or an empty database to start one"
+)
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -91,9 +97,10 @@ def _not_kernevo(url: str, hint: str) -> str:
     return f"database {shown}: not a kernevo database, it has no kernevo tables ({hint})"
 
 
-def _read_revision(url: str) -> tuple[Engine, str | None]:
+def _read_revision(url: str) -> tuple[Engine, str | None, ForeignSchemaError | None]:
     """A read engine on ``url`` (``db.session.make_read_engine``: it creates, migrates and
-    writes nothing) and the Alembic revision the database is at (``None``: no kernevo schema).
+    writes nothing), the Alembic revision the database is at (``None``: no kernevo schema) and
+    why it holds another application's schema (``db.migrate.schema_problem``), if it does.
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError, OSError, ValueError, ImportError: the database cannot
@@ -101,31 +108,44 @@ def _read_revision(url: str) -> tuple[Engine, str | None]:
     """
     from alembic.runtime.migration import MigrationContext
 
+    from db.migrate import schema_problem
     from db.session import make_read_engine
 
     engine = make_read_engine(url)
     try:
         with engine.connect() as connection:
-            return engine, MigrationContext.configure(connection).get_current_revision()
+            problem = schema_problem(connection)
+            revision = MigrationContext.configure(connection).get_current_revision()
+            return engine, revision, problem
     except BaseException:
         engine.dispose()
         raise
 
 
-def open_store(url: str, *, create: bool = True, hint: str = _CREATES_IT) -> Engine:
+def _foreign(url: str, problem: ForeignSchemaError, hint: str) -> StoreError:
+    """The refusal of ``url``, a database holding another application's tables."""
+    return StoreError(f"database {display_url(url)}: not a kernevo database: {problem} ({hint})")
+
+
+def open_store(
+    url: str, *, create: bool = True, hint: str = _CREATES_IT, foreign_hint: str | None = None
+) -> Engine:
     """An engine on the lineage store at ``url``, migrated to the newest schema (Alembic),
     so one command works on a fresh SQLite file. ``create=False`` (``kernevo evolve --resume``,
     ``kernevo cancel``, ``kernevo token create|revoke``: commands with nothing to do in a new
     database) migrates only a database that already holds a kernevo schema (an older one): a
     SQLite file that does not exist, an empty file or a database without kernevo tables is
     refused, read but never written, and ``hint`` (in parentheses) says what to do instead. A
-    SQLite path that is a directory is refused either way.
+    SQLite path that is a directory is refused either way, and so is a database holding another
+    application's tables (``db.migrate.schema_problem``: tables but no kernevo revision), before
+    anything is written, with ``foreign_hint`` (default: point the URL at a kernevo database,
+    or, with ``create``, at a new one).
 
     Raises:
         StoreError: one line: the URL does not parse or names an in-memory SQLite database,
             the SQLite path is a directory, the SQLite file is missing or the database is not
-            a kernevo one (with ``create=False``), the server is unreachable, or a migration
-            fails.
+            a kernevo one (with ``create=False``), the database holds another application's
+            schema, the server is unreachable, or a migration fails.
     """
     from alembic.util import CommandError
     from sqlalchemy import text
@@ -134,20 +154,26 @@ def open_store(url: str, *, create: bool = True, hint: str = _CREATES_IT) -> Eng
     from db.migrate import upgrade
     from db.session import in_memory_problem, make_engine
 
+    if foreign_hint is None:
+        foreign_hint = _NEW_DATABASE_HINT if create else FOREIGN_DATABASE_HINT
     if (problem := in_memory_problem(url)) is not None:
         raise StoreError(problem)
     if (problem := sqlite_file_problem(url, missing_hint=None if create else hint)) is not None:
         raise StoreError(problem)
     try:
         if not create:
-            engine, revision = _read_revision(url)
+            engine, revision, foreign = _read_revision(url)
             engine.dispose()
+            if foreign is not None:
+                raise _foreign(url, foreign, foreign_hint)
             if revision is None:
                 raise StoreError(_not_kernevo(url, hint))
-        upgrade(url)
+        upgrade(url)  # refuses another application's schema before writing anything
         engine = make_engine(url)
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
+    except ForeignSchemaError as error:  # a ValueError: before the generic clause
+        raise _foreign(url, error, foreign_hint) from None
     except (SQLAlchemyError, CommandError, OSError, ValueError, ImportError) as error:
         raise StoreError(f"database {display_url(url)}: {_reason(error)}") from None
     return engine
@@ -163,7 +189,8 @@ def open_existing_store(url: str) -> Engine:
     Raises:
         StoreError: one line: the URL does not parse, the SQLite path is a directory or does
             not exist, the server is unreachable, or the database is not at this kernevo's
-            schema (an empty file and a database without kernevo tables are said as such).
+            schema (an empty file, a database without kernevo tables and one holding another
+            application's are said as such).
     """
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -181,9 +208,12 @@ def open_existing_store(url: str) -> Engine:
     if (problem := sqlite_file_problem(url, missing_hint=_CREATES_IT)) is not None:
         raise StoreError(problem)
     try:
-        engine, revision = _read_revision(url)
+        engine, revision, foreign = _read_revision(url)
     except (SQLAlchemyError, OSError, ValueError, ImportError) as error:
         raise StoreError(f"database {shown}: {_reason(error)}") from None
+    if foreign is not None:
+        engine.dispose()
+        raise _foreign(url, foreign, FOREIGN_DATABASE_HINT)
     if revision is None:
         engine.dispose()
         raise StoreError(_not_kernevo(url, _CREATES_IT))

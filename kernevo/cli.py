@@ -247,7 +247,9 @@ def _evolve_job(args: argparse.Namespace) -> int:
         # A job to resume lives in an existing kernevo database: a missing SQLite file, an empty
         # one or a database without kernevo tables is said as such, never created and migrated
         # only to find no job in it.
-        open_store(database_url, create=False, hint=_RESUME_HINT).dispose()
+        open_store(
+            database_url, create=False, hint=_RESUME_HINT, foreign_hint=_JOB_DATABASE_HINT
+        ).dispose()
         try:
             outcome = resume_job(
                 job_id,
@@ -427,7 +429,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from evolver.store import open_store
 
     url = _store_url(args)
-    open_store(url).dispose()  # migrate to the head first: the service never alters the schema
+    # Migrate to the head first (the service never alters the schema); another application's
+    # database is refused here, nothing written (db.migrate.schema_problem).
+    open_store(url).dispose()
     # Bind here, so a port in use or an unknown host is one line (uvicorn would log it and
     # exit 3).
     sock = _listen(args.host, args.port)
@@ -1171,7 +1175,9 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
     # Nothing to cancel in a database that does not exist or holds no kernevo tables: refused,
     # never created nor migrated.
-    engine = open_store(_store_url(args), create=False, hint=_JOB_DATABASE_HINT)
+    engine = open_store(
+        _store_url(args), create=False, hint=_JOB_DATABASE_HINT, foreign_hint=_JOB_DATABASE_HINT
+    )
     try:
         with session_scope(engine) as s:
             outcome = queue.cancel_job(s, args.job)

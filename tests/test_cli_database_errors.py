@@ -217,7 +217,18 @@ def test_an_empty_file_is_not_a_kernevo_database_and_stays_empty(
     assert (in_tmp / "kernevo.db").stat().st_size == 0
 
 
-@pytest.mark.parametrize(("argv", "hint"), READERS_AND_RESUMERS)
+# The advice for another program's database: no kernevo command creates its schema there
+# (db.migrate.schema_problem; tests/test_cli_foreign_database.py has the creating commands).
+KERNEVO_DATABASE = "point --database-url (or KERNEVO_DATABASE_URL) at a kernevo database"
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (a, JOB_DATABASE if h in (RESUME, JOB_DATABASE) else KERNEVO_DATABASE)
+        for a, h in READERS_AND_RESUMERS
+    ],
+)
 def test_another_programs_sqlite_database_is_not_written(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], argv: list[str], hint: str
 ) -> None:
@@ -228,7 +239,8 @@ def test_another_programs_sqlite_database_is_not_written(
     connection.close()
     before = _listing(in_tmp)
     assert _refusal(capsys, argv) == (
-        f"kernevo: database {URL}: not a kernevo database, it has no kernevo tables ({hint})"
+        f"kernevo: database {URL}: not a kernevo database: it has 1 table (notes) and no "
+        f"kernevo schema revision (no alembic_version table) ({hint})"
     )
     assert _listing(in_tmp) == before
 
