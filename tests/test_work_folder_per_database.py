@@ -115,7 +115,9 @@ def _small_job(**changes: object) -> JobConfig:
 
 @pytest.fixture
 def other_database_url(
-    fresh_database_url: str, tmp_path_factory: pytest.TempPathFactory
+    fresh_database_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[str]:
     """A second database of ``fresh_database_url``'s backend (another SQLite file, another
     PostgreSQL schema), migrated: its job ids start at 1 too."""
@@ -126,8 +128,7 @@ def other_database_url(
         upgrade(url)
         yield url
         return
-    server = re.sub(r"\?.*$", "", fresh_database_url)
-    with _postgres_schema(server) as url:
+    with _postgres_schema(request.getfixturevalue("postgres_server_url")) as url:
         upgrade(url)
         yield url
 
