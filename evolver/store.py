@@ -80,6 +80,37 @@ def sqlite_file_problem(url: str, *, missing_hint: str | None = None) -> str | N
     return None
 
 
+def make_sqlite_folder(url: str) -> None:
+    """Create the folder of the SQLite file ``url`` names when it is missing (as the migration
+    would), so that a folder that cannot be made is said in one line naming it rather than as
+    errno's ``[Errno 2] No such file or directory: '/proc/xx'``. Nothing for another database.
+    ``open_store`` calls it (``create=True``), and ``kernevo worker`` before it locks the file.
+
+    Raises:
+        StoreError: the folder, or a folder above it, is a file; or it cannot be created (its
+            parent does not take new folders: ``/proc``, a read-only or foreign file system).
+    """
+    from pathlib import Path
+
+    database = _sqlite_path(url)
+    if database is None:
+        return
+    folder = Path(database).expanduser().parent
+    if folder.is_dir():
+        return
+    shown = display_url(url)
+    above = next((f for f in (folder, *folder.parents) if f.exists()), None)
+    if above is not None and not above.is_dir():
+        raise StoreError(f"database {shown}: {above} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(
+            f"database {shown}: folder {folder} does not exist and cannot be created "
+            f"({error.strerror or type(error).__name__})"
+        ) from None
+
+
 def _not_kernevo(url: str, hint: str) -> str:
     """The refusal of ``url``, an existing database holding no kernevo schema (no Alembic
     revision): an empty SQLite file (0 bytes, which SQLite reads as an empty database) is
@@ -160,6 +191,8 @@ def open_store(
         raise StoreError(problem)
     if (problem := sqlite_file_problem(url, missing_hint=None if create else hint)) is not None:
         raise StoreError(problem)
+    if create:
+        make_sqlite_folder(url)
     try:
         if not create:
             engine, revision, foreign = _read_revision(url)

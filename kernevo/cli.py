@@ -206,6 +206,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
     if args.work_dir is not None:
         settings_args["work_dir"] = args.work_dir
     settings = read_settings(EvolverSettings, **settings_args)
+    _check_work_dir(settings.work_dir)
     database_url = _store_url(args)
     llm = {
         "base_url": args.llm_base_url,
@@ -274,12 +275,96 @@ def _evolve_job(args: argparse.Namespace) -> int:
             args.parser.error(f"argument {option}: {error}")
         except JobConfigError as error:  # the --config file's own content: configuration too
             raise UsageError(str(error)) from None
+        _llm_settings_act(args, job.llm, settings)
         outcome = start_job(
             job, settings=settings, database_url=database_url, write=write, cluster=cluster
         )
     if outcome.signal is not None:  # stopped early by Ctrl-C or SIGTERM; the job is resumable
         return EXIT_INTERRUPTED if outcome.signal == signal.SIGINT else 128 + outcome.signal
     return 0 if outcome.state in ("complete", "cancelled") else EXIT_ERROR
+
+
+def _check_work_dir(work_dir: Any) -> None:
+    """Refuse a work folder (``--work-dir``, else ``KERNEVO_WORK_DIR``) that is a file, or below
+    one, before anything runs: one line saying so, where creating it would say only "File
+    exists" or "Not a directory". Exit 1, as any work folder that cannot be made (the runner
+    creates it and checks it is writable: ``evolver.errors.WorkDirError``).
+
+    Raises:
+        WorkDirError: the folder, or a folder above it, is a file.
+    """
+    from evolver.errors import WorkDirError
+
+    root = work_dir.expanduser().resolve()
+    above = next((folder for folder in (root, *root.parents) if folder.exists()), None)
+    if above is None or above.is_dir():
+        return
+    where = "--work-dir, else KERNEVO_WORK_DIR"
+    if above == root:
+        raise WorkDirError(f"work folder {root} is a file, not a folder ({where})")
+    raise WorkDirError(f"work folder {root} cannot be created: {above} is a file, not a folder")
+
+
+# The places an LLM endpoint is configured, in the order they win (evolver.llm.resolve_backend).
+_ENDPOINT_SOURCES = "--llm-base-url, llm.base_url in the --config file or KERNEVO_LLM_BASE_URL"
+
+
+def _llm_settings_act(args: argparse.Namespace, llm: Any, settings: Any) -> None:
+    """Refuse, before a new job runs, LLM settings that do nothing or cannot work (usage and
+    configuration errors, exit 2, one line), where ``evolver.llm.resolve_backend`` would
+    silently run the offline mutator or fail only once the job starts:
+
+    - no endpoint anywhere (:data:`_ENDPOINT_SOURCES`): ``--llm-model`` or ``--llm-api-key-env``
+      given, or any key of the ``--config`` file's ``llm`` section set (the offline mutator
+      reads none of them);
+    - an endpoint without a model (``llm.model``, ``--llm-model`` or ``KERNEVO_LLM_MODEL``): the
+      option, the job file or the variable that named the endpoint is at fault.
+
+    ``llm`` is the job's ``evolver.job_config.LLMSection`` (the file's keys with the options
+    merged in), ``settings`` the ``EvolverSettings``. A ``KERNEVO_LLM_MODEL`` or
+    ``KERNEVO_LLM_API_KEY_ENV`` without an endpoint is left alone: the environment may be set
+    for other commands (a worker's queued jobs name their own endpoints).
+
+    Raises:
+        UsageError: the job file's ``llm`` section does nothing, or names an endpoint without
+            a model.
+        SettingsError: ``KERNEVO_LLM_BASE_URL`` names an endpoint and no model is given.
+        SystemExit: (2, through ``args.parser.error``) an option does nothing, or
+            ``--llm-base-url`` is given without a model.
+    """
+    given = {
+        "base_url": args.llm_base_url,
+        "model": args.llm_model,
+        "api_key_env": args.llm_api_key_env,
+    }
+    from_file = sorted(key for key in llm.model_fields_set if given.get(key) is None)
+    if llm.base_url is None and settings.llm_base_url is None:
+        for key in ("model", "api_key_env"):
+            if given[key] is not None:
+                args.parser.error(
+                    f"argument --llm-{key.replace('_', '-')}: does nothing without an LLM "
+                    f"endpoint ({_ENDPOINT_SOURCES}): the offline mutator proposes the diffs; "
+                    "add --llm-base-url or leave it out"
+                )
+        if from_file:
+            raise UsageError(
+                f"{args.config}: llm.{from_file[0]} does nothing without an LLM endpoint "
+                f"({_ENDPOINT_SOURCES}): the offline mutator reads no llm key; add llm.base_url "
+                "or remove the llm section"
+            )
+        return
+    if llm.model is not None or settings.llm_model is not None:
+        return
+    needs = "needs a model (--llm-model, llm.model in the --config file or KERNEVO_LLM_MODEL)"
+    if given["base_url"] is not None:
+        args.parser.error(f"argument --llm-base-url: an LLM endpoint {needs}")
+    if llm.base_url is not None:
+        raise UsageError(f"{args.config}: llm.base_url: an LLM endpoint {needs}")
+    raise SettingsError(
+        f"KERNEVO_LLM_BASE_URL: an LLM endpoint {needs}",
+        check="value_error",
+        name="KERNEVO_LLM_BASE_URL",
+    )
 
 
 # What a refusal of a database without the job suggests: creating one (what evolve or serve
@@ -1140,6 +1225,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from evolver.worker import Worker, WorkerOptions
 
     settings = read_settings(EvolverSettings)
+    _check_work_dir(args.work_dir or settings.work_dir)
     cluster = _cluster_options(args, local=False)
     local = () if args.compile_only or cluster is not None else (settings.gpu,)
     options = WorkerOptions(
@@ -1156,6 +1242,11 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     problem = options.problem()
     if problem is not None:
         args.parser.error(problem)
+    from evolver.store import make_sqlite_folder
+
+    # The SQLite file's folder, as open_store would make it: before the worker's lock file there
+    # (evolver.worker.check_database), whose errno would otherwise be the line.
+    make_sqlite_folder(options.database_url)
     if cluster is not None:
         from evolver.cluster import check_reachable
 

@@ -300,10 +300,13 @@ def test_unreachable_llm_endpoint_is_one_line_and_fast(tmp_path: Path) -> None:
 
 def test_llm_endpoint_without_model_or_key_is_one_line(tmp_path: Path) -> None:
     args = ["evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only"]
-    line = _one_line_error(
-        _kernevo(*args, "--llm-base-url", "http://127.0.0.1:9/v1", tmp_path=tmp_path)
+    done = _kernevo(*args, "--llm-base-url", "http://127.0.0.1:9/v1", tmp_path=tmp_path)
+    assert done.returncode == 2  # decided before anything runs: a usage error
+    assert _one_line_error(done) == (
+        "kernevo evolve: error: argument --llm-base-url: an LLM endpoint needs a model "
+        "(--llm-model, llm.model in the --config file or KERNEVO_LLM_MODEL) (see kernevo "
+        "evolve --help)"
     )
-    assert "configured without a model" in line
     line = _one_line_error(
         _kernevo(
             *args,
