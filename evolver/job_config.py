@@ -165,7 +165,10 @@ class JobConfig(BaseModel):
         from seeds.spec import DTYPES, check_dtype
 
         path = info.data.get("path")
-        check_dtype(value, get_path(path).dtypes if path is not None else DTYPES)
+        if path is None:
+            check_dtype(value, DTYPES)
+        else:
+            check_dtype(value, get_path(path).dtypes, owner=f"path {path}")
         return value
 
     @field_validator("evaluator_timeout_s")

@@ -43,6 +43,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -72,29 +73,41 @@ _REAL = {"float32": "float32", "float64": "float64", "complex64": "float32",
          "complex128": "float64"}  # fmt: skip
 
 
+# MxN: each side an integer in plain decimal digits (a minus sign allowed, so that a negative
+# side is told the range; the CLI's parser hands ``-1x16`` to the type as a value), as every
+# integer of the ``kernevo`` command line.
+_SHAPE = re.compile(r"(-?[0-9]{1,30})[xX](-?[0-9]{1,30})")
+
+
 def shape_arg(text: str) -> tuple[int, int]:
     """An argparse type: ``16x16`` → ``(16, 16)``, m and n in [1, 2³¹ − 1] (trsm's m = 0 or
     n = 0 is a quick return, nothing to time).
 
     Raises:
-        argparse.ArgumentTypeError: not ``<m>x<n>`` with positive integers in range.
+        argparse.ArgumentTypeError: not ``<m>x<n>`` in decimal digits, or a side out of range:
+            ``shape -1x16: m must be 1..2147483647, not -1``.
     """
-    m_text, times, n_text = text.strip().lower().partition("x")
-    if not times or not (m_text.isdigit() and n_text.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected MxN such as 16x16, not {text[:40]!r}")
-    m, n = int(m_text), int(n_text)
+    match = _SHAPE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"expected MxN such as 16x16 (decimal digits, 1 <= M, N <= 2147483647), not "
+            f"{printable(text, 40)!r}"
+        )
+    m, n = int(match[1]), int(match[2])
     for name, value in (("m", m), ("n", n)):
-        if not 1 <= value <= ops.get_op(OP).param(name).high:
-            raise argparse.ArgumentTypeError(f"{name} must be 1..2147483647, not {value}")
+        high = ops.get_op(OP).param(name).high
+        if not 1 <= value <= high:
+            raise argparse.ArgumentTypeError(f"shape {text}: {name} must be 1..{high}, not {value}")
     return m, n
 
 
 def _count(low: int, high: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]."""
+    """An argparse type: an integer in [low, high], in plain decimal digits."""
 
     def parse(text: str) -> int:
-        if not text.strip().isdigit() or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {text[:40]!r}")
+        if not re.fullmatch(r"[0-9]{1,30}", text) or not low <= int(text) <= high:
+            shown = printable(text, 40)
+            raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {shown!r}")
         return int(text)
 
     return parse
@@ -102,7 +115,12 @@ def _count(low: int, high: int, what: str) -> Callable[[str], int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``kernevo bench-loader`` (usage errors are argparse's: exit 2)."""
-    parser.add_argument("--op", choices=(OP,), default=OP, help="the op measured (trsm)")
+    parser.add_argument(
+        "--op",
+        choices=(OP,),
+        default=OP,
+        help="the op measured: trsm only (scripts/bench_batched_loader.py: trsm_batched)",
+    )
     parser.add_argument(
         "--dtype",
         nargs="+",
@@ -117,8 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=shape_arg,
         default=list(DEFAULT_SHAPES),
         metavar="MxN",
-        help="problem shapes, A m×m and B m×n, m and n 1..2147483647 (default 16x16 32x32 "
-        "48x48 64x64)",
+        help="problem shapes, A m×m and B m×n, m and n 1..2147483647 in decimal digits "
+        "(default 16x16 32x32 48x48 64x64)",
     )
     parser.add_argument(
         "--calls",

@@ -12,7 +12,9 @@ on the command line that the job configuration refuses included), a ``--config``
 content does not parse or validate, a database URL that does not parse or names a database
 other than SQLite and PostgreSQL (``--database-url`` or ``KERNEVO_DATABASE_URL``;
 ``db.session.dialect_problem``), options that contradict each other (``evolve --compile-only
---gpu 0``, ``export --path`` of a path that does not implement ``--op`` in ``--dtype``), or
+--gpu 0``, ``export --path`` of a path that does not implement ``--op`` in ``--dtype``, ``best
+--op solve_tri --dtype float64``) or do nothing (``evolve --llm-model`` with no LLM endpoint),
+an integer not in plain decimal digits, or
 a ``KERNEVO_*`` variable that is unknown, empty or does not parse (checked against
 ``kernevo.environment`` before anything runs); a job stopped by Ctrl-C exits 130, by SIGTERM
 143 (128 + the signal number). A closed stdout (``kernevo jobs | head -3``) ends a command
@@ -85,12 +87,26 @@ def _raise_stopped(signum: int, frame: Any) -> None:
     raise _Stopped(signum)
 
 
+# An argument that starts with a minus and a digit (``--shapes -1x16``, ``--shape`` aside): no
+# kernevo option is spelt so, so it is a value. argparse takes only ``-5`` and ``-1.5`` for
+# values and would call ``-1x16`` an unknown option ("expected at least one argument"); as a
+# value, the option's type refuses it in its own words (``m must be 1..2147483647, not -1``).
+_NEGATIVE_VALUE = re.compile(r"-[0-9].*", re.DOTALL)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors (argparse prints the whole usage by default)."""
+    """argparse with one-line usage errors (argparse prints the whole usage by default), and
+    arguments that start with a minus and a digit read as values (:data:`_NEGATIVE_VALUE`)."""
 
     def error(self, message: str) -> NoReturn:
         message = _short_tokens(" ".join(message.split()))
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        # argparse's own hook (Python 3.11 to 3.13): None means "a value, not an option".
+        if _NEGATIVE_VALUE.fullmatch(arg_string):
+            return None
+        return super()._parse_optional(arg_string)
 
 
 # A run of more non-blank characters than a long file path in a message is echoed input (a
@@ -556,23 +572,39 @@ def _listen(host: str, port: int) -> Any:
     return sock
 
 
+# An integer on the command line: ASCII decimal digits, a minus sign at most (so that a negative
+# value is told the range). Python's int() also takes "+64", "6_4", " 64 " and other scripts'
+# digits ("٦٤"): each is refused, one rule for every integer option and --shape value.
+_DECIMAL = re.compile(r"-?[0-9]+")
+_DIGITS_ONLY = "decimal digits only"
+
+
+def _decimal(text: str, what: str) -> int:
+    """``text`` as an integer when it is plain decimal digits (:data:`_DECIMAL`).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (``+64``, ``6_4``, ``64.0``, ``1e3``).
+    """
+    if not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected {what}, not {shorten(text)!r} ({_DIGITS_ONLY})")
+    return int(text)
+
+
 def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high], else a one-line usage error (exit 2).
+    """An argparse type: an integer in [low, high] written in plain decimal digits
+    (:func:`_decimal`), else a one-line usage error (exit 2).
 
     A number of more than 30 digits is out of range without being converted (Python refuses
     to convert more than 4300 digits, with a message that is not about the option).
     """
 
     def parse(text: str) -> int:
-        digits = text.strip().lstrip("+-")
-        if digits.isdigit() and len(digits) > 30:
+        digits = text.removeprefix("-")
+        if _DECIMAL.fullmatch(text) and len(digits) > 30:
             raise argparse.ArgumentTypeError(
                 f"{what} must be {low}..{high}, not a {len(digits)}-digit number"
             )
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, not {shorten(text)!r}") from None
+        value = _decimal(text, what)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{what} must be {low}..{high}, not {value}")
         return value
@@ -862,7 +894,8 @@ def _malformed(url: str, error: BaseException) -> CliError:
 def _cmd_best(args: argparse.Namespace) -> int:
     from seeds.hardware import normalize_gpu_name
 
-    shape = _best_shape(args)  # a usage error, before anything runs
+    _op_has_dtype(args)  # usage errors, before anything runs
+    shape = _best_shape(args)
     gpu = args.gpu
     if gpu is None:
         from evolver.errors import NoGpuError
@@ -889,21 +922,36 @@ def _cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def _op_has_dtype(args: argparse.Namespace) -> None:
+    """Refuse ``--dtype`` when ``--op`` has no kernel in it (``best``, ``export``): a usage
+    error (exit 2), one line, as ``evolve --path P --dtype D`` of a dtype P lacks, before the
+    GPU, the service or the database is asked (``seeds.spec.MissingDtypeError``'s words)."""
+    from seeds.ops import get_op
+    from seeds.spec import UnknownDtypeError, check_dtype
+
+    try:
+        check_dtype(args.dtype, get_op(args.op).dtypes, owner=f"op {args.op}")
+    except UnknownDtypeError as error:
+        args.parser.error(f"argument --dtype: {error}")
+
+
 def _shape_values(text: str) -> dict[str, int]:
-    """An argparse type: ``--shape n=64,k=6,b2=4,b3=2``, an op's shape parameters by name
-    (which op's is checked with ``--op``)."""
+    """An argparse type: ``--shape n=64,k=6,b2=4,b3=2``, an op's shape parameters by name, each
+    value an integer in plain decimal digits (:func:`_decimal`, as every integer option). Which
+    op's parameters, and each value's range, are checked with ``--op`` (:func:`_best_shape`:
+    the op's own range, ``solve_tri takes 1 <= n <= 2147483647``); the value is at most 256
+    characters here (``_text``), so converting it is cheap."""
     values: dict[str, int] = {}
     for item in _text("a shape")(text).split(","):
         name, equals, number = item.strip().partition("=")
-        if not equals or not re.fullmatch(r"[a-z][a-z0-9]{0,15}", name.strip()):
+        name = name.strip()
+        if not equals or not re.fullmatch(r"[a-z][a-z0-9]{0,15}", name):
             raise argparse.ArgumentTypeError(
                 f"expected name=value pairs such as n=64,k=6, not {shorten(text)!r}"
             )
-        if name.strip() in values:
-            raise argparse.ArgumentTypeError(f"{name.strip()} given twice in --shape")
-        values[name.strip()] = _int_in(-(2**63), 2**63 - 1, f"a value of {name.strip()}")(
-            number.strip()
-        )
+        if name in values:
+            raise argparse.ArgumentTypeError(f"{name} given twice in --shape")
+        values[name] = _decimal(number.strip(), f"an integer value of {name}")
     return values
 
 
@@ -1351,11 +1399,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _export_path_serves(args: argparse.Namespace) -> None:
-    """Refuse ``kernevo export --path P`` when P does not implement ``--op`` in ``--dtype``: the
-    options contradict each other (a usage error, exit 2, as ``evolve --path P --dtype D`` of a
-    dtype P lacks), whatever the database holds."""
+    """Refuse ``kernevo export --dtype D`` of a dtype ``--op`` lacks, and ``--path P`` when P
+    does not implement ``--op`` in ``--dtype``: the options contradict each other (a usage
+    error, exit 2, as ``evolve --path P --dtype D`` of a dtype P lacks), whatever the database
+    holds."""
     from seeds.registry import get_path
 
+    _op_has_dtype(args)
     if args.path is None:
         return
     spec = get_path(args.path)  # known: checked as it was parsed (_path_id)
@@ -1777,8 +1827,9 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument(
         "--shape",
         type=_shape_values,
-        help="the op's shape parameters, e.g. n=64,k=6,b2=4,b3=2 (solve_tri), "
-        "n=4096,bandwidth=32 (band_bidiag)",
+        help="the op's shape parameters by name, in decimal digits: n=64,k=6,b2=4,b3=2 "
+        "(solve_tri), n=4096,bandwidth=32 (band_bidiag), m=32,n=32,batch=1000 (trsm_batched; "
+        "m, n 1..64), m=64,n=64 (trsm; or --m, --n)",
     )
     best.add_argument("--m", type=_dimension, help="m (trsm: rows of A and B), 1..2147483647")
     best.add_argument("--n", type=_dimension, help="n (trsm: columns of B), 1..2147483647")

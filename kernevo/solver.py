@@ -556,10 +556,13 @@ def check_problem(op: str, dtype: str) -> None:
 
     Raises:
         seeds.registry.UnknownOpError: unknown op (a ``ValueError``, one line naming the ops).
-        seeds.spec.UnknownDtypeError: a dtype the op is not defined for (a ``ValueError``).
+        seeds.spec.UnknownDtypeError: a dtype the op is not defined for (a ``ValueError``):
+            ``unknown dtype 'float16'; …``, or, for a known dtype the op lacks,
+            ``seeds.spec.MissingDtypeError`` (a subclass): ``op solve_tri has no float64
+            kernel; it implements float32``.
     """
     spec = ops.get_op(op)
-    path_spec.check_dtype(dtype, spec.dtypes)
+    path_spec.check_dtype(dtype, spec.dtypes, owner=f"op {op}")
 
 
 def load(

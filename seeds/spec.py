@@ -35,22 +35,48 @@ Shape = tuple[int, ...]
 
 
 class UnknownDtypeError(ValueError):
-    """A dtype name that no path knows."""
+    """A dtype name that no path knows (``float16``), or, as :class:`MissingDtypeError`, a
+    known one that a path or op does not implement."""
+
+
+class MissingDtypeError(UnknownDtypeError):
+    """A known dtype (one of :data:`DTYPES`) that a path or an op has no kernel for:
+    ``path solve_tri has no float64 kernel; it implements float32``. An
+    :class:`UnknownDtypeError` still, so every ``except UnknownDtypeError`` catches it.
+    ``dtype`` is the dtype asked for, ``owner`` who lacks it (``path solve_tri``, ``op
+    solve_tri``; ``None`` when the caller did not say) and ``implemented`` its dtypes."""
+
+    def __init__(self, dtype: str, implemented: tuple[str, ...], owner: str | None) -> None:
+        listed = ", ".join(implemented)
+        if owner is None:
+            message = f"no {dtype} kernel here; implemented: {listed}"
+        else:
+            message = f"{owner} has no {dtype} kernel; it implements {listed}"
+        super().__init__(message)
+        self.dtype = dtype
+        self.owner = owner
+        self.implemented = implemented
 
 
 class UnknownBucketError(ValueError):
     """A shape bucket name that the path does not have."""
 
 
-def check_dtype(dtype: str, allowed: tuple[str, ...] = DTYPES) -> str:
-    """Return ``dtype`` if it is one of ``allowed``.
+def check_dtype(dtype: str, allowed: tuple[str, ...] = DTYPES, *, owner: str | None = None) -> str:
+    """Return ``dtype`` if it is one of ``allowed`` (the dtypes of ``owner``, a path or op named
+    as ``path solve_tri`` / ``op solve_tri``).
 
     Raises:
-        UnknownDtypeError: with a one-line message naming the allowed dtypes.
+        MissingDtypeError: a known dtype (:data:`DTYPES`) that is not in ``allowed``: ``path
+            solve_tri has no float64 kernel; it implements float32``.
+        UnknownDtypeError: a dtype no path knows: ``unknown dtype 'float16'; expected one of``
+            and the allowed dtypes.
     """
-    if dtype not in allowed:
-        raise UnknownDtypeError(f"unknown dtype {dtype!r}; expected one of {', '.join(allowed)}")
-    return dtype
+    if dtype in allowed:
+        return dtype
+    if dtype in DTYPES:
+        raise MissingDtypeError(dtype, allowed, owner)
+    raise UnknownDtypeError(f"unknown dtype {dtype!r}; expected one of {', '.join(allowed)}")
 
 
 class PathDriver(Protocol):
@@ -311,7 +337,7 @@ class PathSpec:
         Raises:
             UnknownDtypeError: ``dtype`` is not one this path supports.
         """
-        check_dtype(dtype, self.dtypes)
+        check_dtype(dtype, self.dtypes, owner=f"path {self.path_id}")
         return [
             f"-arch={arch}",
             "-std=c++17",

@@ -91,7 +91,7 @@ def test_the_gpu_a_job_asks_for(
         (
             {"path": "trsm_small_z64", "dtype": "float64"},
             ["body", "dtype"],
-            "unknown dtype 'float64'; expected one of complex128",
+            "path trsm_small_z64 has no float64 kernel; it implements complex128",
         ),
         (
             {"path": "trsm_small", "dtype": "float64", "iteratons": 3},

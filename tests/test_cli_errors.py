@@ -220,8 +220,8 @@ def test_a_command_line_value_the_job_file_path_refuses_is_a_usage_error(
     job.write_text("path: trsm_small\ncompile_only: true\n")
     line = _usage_error(capsys, ["evolve", "--config", str(job), "--dtype", "float32"])
     assert line == (
-        "kernevo evolve: error: argument --dtype: unknown dtype 'float32'; expected one of "
-        "float64 (see kernevo evolve --help)"
+        "kernevo evolve: error: argument --dtype: path trsm_small has no float32 kernel; it "
+        "implements float64 (see kernevo evolve --help)"
     )
     assert not (tmp_path / "runs").exists()
 

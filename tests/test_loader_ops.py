@@ -275,10 +275,19 @@ def test_load_checks_the_op_and_its_dtypes(double_op):
         ops.UnknownOpError, match="known ops: trsm, solve_tri, band_bidiag, trsm_batched, double"
     ):
         check_problem("gemm", "float64")
-    with pytest.raises(UnknownDtypeError, match="expected one of float64, float32"):
+    with pytest.raises(
+        UnknownDtypeError,
+        match="^op double has no complex64 kernel; it implements float64, float32$",
+    ):
         check_problem("double", "complex64")
-    with pytest.raises(UnknownDtypeError, match="expected one of float32$"):
+    with pytest.raises(
+        UnknownDtypeError, match="^op solve_tri has no float64 kernel; it implements float32$"
+    ):
         check_problem("solve_tri", "float64")
+    with pytest.raises(
+        UnknownDtypeError, match="^unknown dtype 'float16'; expected one of float32$"
+    ):
+        check_problem("solve_tri", "float16")
 
 
 # --- band_bidiag and solve_tri through their own call adapters ---------------------------------

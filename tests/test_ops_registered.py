@@ -193,8 +193,8 @@ def test_a_dtype_the_path_lacks_is_a_usage_error(tmp_path):
     done = kernevo("evolve", "--path", "solve_tri", "--dtype", "float64", tmp_path=tmp_path)
     assert done.returncode == 2
     assert one_line(done) == (
-        "kernevo evolve: error: argument --dtype: unknown dtype 'float64'; expected one of "
-        "float32 (see kernevo evolve --help)"
+        "kernevo evolve: error: argument --dtype: path solve_tri has no float64 kernel; it "
+        "implements float32 (see kernevo evolve --help)"
     )
 
 
