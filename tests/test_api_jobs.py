@@ -188,7 +188,12 @@ def test_jobs_filtered_and_paginated_with_the_total(
     assert listing(gpu="none") == ([ids[3]], 1)
     assert listing(state="running") == ([ids[0]], 1)
     assert listing(state="waiting", dtype="float32") == ([ids[1]], 1)
-    assert listing(path="no_such_path") == ([], 0)
+    # A path or dtype the registry does not know is a 422, as on /v1/champions
+    # (tests/test_api_jobs_filters.py), no longer an empty list.
+    unknown = api_client.get(
+        "/v1/jobs", params={"path": "no_such_path"}, headers=bearer(read_token)
+    )
+    assert unknown.status_code == 422, unknown.text
     pages = [listing(limit=2, offset=offset) for offset in (0, 2, 4, 6)]
     assert [page for page, _ in pages] == [newest_first[0:2], newest_first[2:4], [ids[0]], []]
     assert {total for _, total in pages} == {5}

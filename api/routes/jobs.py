@@ -26,7 +26,8 @@ from db.repository import count_programs, get_job
 from db.states import JobState
 from evolver.job_config import JobConfig
 from seeds.hardware import normalize_gpu_name
-from seeds.registry import get_path
+from seeds.registry import UnknownPathError, get_path
+from seeds.spec import UnknownDtypeError, check_dtype
 
 router = APIRouter(
     prefix="/v1/jobs", tags=["jobs"], dependencies=[ReadScope], responses=READ_ERRORS
@@ -149,8 +150,18 @@ def jobs(
     """Jobs matching every filter, newest first, with their progress and whether a running one
     went stale; the total that match is the ``X-Total-Count`` header.
 
-    422 for a GPU name with no letter or digit, or with a control character.
+    422 for a GPU name with no letter or digit, or with a control character, and for a path
+    or dtype the registry does not know (``unknown path 'nope'; known paths: …``, ``unknown
+    dtype 'float16'; expected one of …``), as ``GET /v1/champions`` answers them: a typo is
+    said, not answered with an empty list.
     """
+    try:
+        if path is not None:
+            get_path(path)
+        if dtype is not None:
+            check_dtype(dtype)
+    except (UnknownPathError, UnknownDtypeError) as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     gpu_key = None
     if gpu is not None:
         refuse_control_characters("gpu", gpu)  # never rewritten into another name
