@@ -36,7 +36,12 @@ Timing draws many bounded problems at once on the device (:func:`bounded_sets` w
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -233,6 +238,16 @@ def describe_kinds(kinds: tuple[str, ...], dtype: str) -> str:
 _BLOCK_BYTES = 1 << 20
 
 
+def _generator_at(bits: np.random.PCG64, draws: int) -> np.random.Generator:
+    """A generator on a copy of ``bits``'s state advanced by ``draws`` 64-bit outputs: it draws
+    what ``Generator(bits)`` would draw after ``draws`` doubles (each double of
+    ``Generator.uniform`` is one 64-bit output of PCG64). ``bits`` itself is not moved."""
+    copy = np.random.PCG64(0)
+    copy.state = bits.state
+    copy.advance(draws)
+    return np.random.Generator(copy)
+
+
 def _off_diagonal_scale(kind: str, m: int) -> float:
     """The factor on the off-diagonals' uniform [-1, 1] draws for ``kind`` at order ``m``."""
     if kind == "growth":
@@ -252,18 +267,35 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
     X is exactly the bounded problem's. ``graded``: a bounded problem (a stream of its own)
     whose rows of A, not of B, are scaled by 10^(-t), t uniform in [0, GRADED_DECADES[dtype]].
 
+    Inside a :class:`ProblemPrefetch` that lists these arguments, the problem it built ahead
+    (the same bytes) is returned instead of a new build.
+
     Raises:
         ValueError: unknown ``kind``.
         KeyError: unknown ``dtype``.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown problem kind {kind!r}")
+    prefetch = _PREFETCH
+    if prefetch is not None and (ahead := prefetch.take((m, n, dtype, seed, kind))) is not None:
+        return ahead
+    return _build_problem(m, n, dtype, seed, kind)
+
+
+def _build_problem(m: int, n: int, dtype: str, seed: int, kind: str) -> Problem:
+    """:func:`make_problem`'s build, for a ``kind`` of ``KINDS``."""
     np_dtype = NUMPY_DTYPES[dtype]
     complex_ = np.issubdtype(np_dtype, np.complexfloating)
-    rng = np.random.default_rng([seed, m, n, _KIND_STREAM[kind]])
-    # Every draw in the order the seeds were recorded with: A's off-diagonals (real parts, then
-    # imaginary parts, as _uniform draws them), the diagonal, B, the trap's or graded rows.
-    parts = [rng.uniform(-1, 1, (m, m)) for _ in range(2 if complex_ else 1)]
+    # Every draw in the order the seeds were recorded with, from default_rng([seed, m, n,
+    # stream]) (a PCG64): A's off-diagonals (all m² real parts, then all m² imaginary parts, as
+    # _uniform draws them), the diagonal, B, the trap's or graded rows. A's draws are taken a
+    # block of rows at a time below, each part from a generator started where that part starts
+    # in the stream, and everything after them from one started past them
+    # (_generator_at): the same numbers, without an m×m float64 array of draws (512 MiB at
+    # m = 8192, freshly paged in for every problem).
+    bits = np.random.PCG64([seed, m, n, _KIND_STREAM[kind]])
+    part_streams = [_generator_at(bits, i * m * m) for i in range(2 if complex_ else 1)]
+    rng = _generator_at(bits, len(part_streams) * m * m)
     magnitude = rng.uniform(0.5, 1.0, m) if kind == "growth" else rng.uniform(1.0, 2.0, m)
     phase = np.exp(2j * np.pi * rng.uniform(0, 1, m)) if complex_ else rng.choice([-1.0, 1.0], m)
     b = _uniform(rng, (m, n), complex_)
@@ -282,12 +314,14 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
     # whole-matrix build (A0·scale, lower triangle kept, diagonal set, NaN above, rows scaled in
     # float64/complex128, cast last), so the bytes are those of that build
     # (tests/test_inputs_fast_build.py) while every temporary stays a block in cache.
-    rows_per_block = max(1, _BLOCK_BYTES // (m * parts[0].itemsize * len(parts)))
+    rows_per_block = max(1, _BLOCK_BYTES // (m * 8 * len(part_streams)))
     for start in range(0, m, rows_per_block):
         rows = slice(start, min(start + rows_per_block, m))
-        # _uniform's expression on the block; a real block is a view of draws used once, so
-        # it is scaled in place.
-        block = (parts[0][rows] + 1j * parts[1][rows]) / np.sqrt(2) if complex_ else parts[0][rows]
+        # The block's rows of each part, the next draws of its stream (row-major, as the m×m
+        # draw was); _uniform's expression on them. A real block is draws used once, so it is
+        # scaled in place.
+        parts = [s.uniform(-1, 1, (rows.stop - start, m)) for s in part_streams]
+        block = (parts[0] + 1j * parts[1]) / np.sqrt(2) if complex_ else parts[0]
         block *= scale
         local = np.arange(block.shape[0])
         block[local, start + local] = diagonal[rows]
@@ -299,6 +333,118 @@ def make_problem(m: int, n: int, dtype: str, seed: int, kind: str = "bounded") -
             block *= row_factors[rows]
         a[rows] = block
     return Problem(a, np.asfortranarray(b, np_dtype), kind, seed)
+
+
+ProblemKey = tuple[int, int, str, int, str]
+"""``(m, n, dtype, seed, kind)``: the arguments of one :func:`make_problem` call."""
+
+# Bytes of A and B that a ProblemPrefetch keeps built ahead of use at most (one problem more
+# when a single one is larger): 3 problems of 8192×1024 float64 (576 MiB each), 15 of the
+# largest verification shape (4100, 33) in float64.
+PREFETCH_BYTES = 2 << 30
+# The prefetch active in this process (make_problem consults it), set by ProblemPrefetch.
+_PREFETCH: ProblemPrefetch | None = None
+
+
+def problem_bytes(m: int, n: int, dtype: str) -> int:
+    """Bytes of A (m×m) and B (m×n) of one problem in ``dtype``.
+
+    Raises:
+        KeyError: unknown ``dtype``.
+    """
+    return (m * m + m * n) * np.dtype(NUMPY_DTYPES[dtype]).itemsize
+
+
+class ProblemPrefetch:
+    """:func:`make_problem`'s problems for ``keys`` built ahead of use, in the host pool's
+    threads (``evaluator.host_pool``), in the order of ``keys``: at most ``budget_bytes`` of
+    them (:func:`problem_bytes`) built or building and not yet used, and one at least however
+    large it is.
+
+    Inside ``with ProblemPrefetch(keys):`` a call ``make_problem(*key)`` takes the problem
+    built for the first unused entry of ``key`` (waiting for it if it is being built), so a
+    caller whose calls follow ``keys`` finds every problem ready while it works on the one
+    before. The build is :func:`make_problem`'s own, so the bytes are those of a call made
+    then; each built problem is handed out once (callers may write into theirs). A call whose
+    key is not listed, or whose build raised, builds as without a prefetch (and so raises what
+    that build raises). Leaving the block cancels the builds not started and waits for those
+    running; what was built and not used is dropped.
+
+    ``taken``: calls answered from a build ahead; ``unused``: keys listed but never taken
+    (counted when the block is left).
+    """
+
+    def __init__(self, keys: Iterable[ProblemKey], budget_bytes: int = PREFETCH_BYTES) -> None:
+        self._plan: deque[ProblemKey] = deque(keys)
+        self._budget = budget_bytes
+        self._lock = threading.Lock()
+        self._ahead: dict[ProblemKey, deque[Future[Problem]]] = {}
+        self._ahead_bytes = 0
+        self._previous: ProblemPrefetch | None = None
+        self.taken = 0
+        self.unused = 0
+
+    def __enter__(self) -> ProblemPrefetch:
+        global _PREFETCH
+        self._previous, _PREFETCH = _PREFETCH, self
+        self._fill()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        global _PREFETCH
+        _PREFETCH = self._previous
+        with self._lock:
+            left = [future for futures in self._ahead.values() for future in futures]
+            self.unused = len(left) + len(self._plan)
+            self._plan.clear()
+            self._ahead.clear()
+            self._ahead_bytes = 0
+        for future in left:
+            future.cancel()
+        # Builds already running finish here, not during whatever the caller does next.
+        wait(left)
+
+    def take(self, key: ProblemKey) -> Problem | None:
+        """The problem built ahead for ``key`` (waiting for its build), or None when none is
+        listed for it or its build raised (the caller then builds it itself)."""
+        with self._lock:
+            futures = self._ahead.get(key)
+            if not futures:
+                return None
+            future = futures.popleft()
+            if not futures:
+                del self._ahead[key]
+            self._ahead_bytes -= problem_bytes(*key[:3])
+        self._fill()
+        try:
+            problem = future.result()
+        except Exception:  # built again by the caller, which raises what the build raises
+            return None
+        self.taken += 1
+        return problem
+
+    def _fill(self) -> None:
+        """Submit the next keys of the plan while the budget allows (one at least)."""
+        from evaluator import host_pool
+
+        with self._lock:
+            while self._plan:
+                key = self._plan[0]
+                if key[2] not in NUMPY_DTYPES or key[4] not in KINDS:
+                    self._plan.popleft()  # make_problem itself refuses these
+                    continue
+                size = problem_bytes(*key[:3])
+                if self._ahead_bytes and self._ahead_bytes + size > self._budget:
+                    return
+                self._plan.popleft()
+                future = host_pool.submit(_build_problem, *key)
+                self._ahead.setdefault(key, deque()).append(future)
+                self._ahead_bytes += size
 
 
 def _ldexp(x: np.ndarray, exponent: Any) -> np.ndarray:

@@ -110,13 +110,19 @@ class TrsmSuite:
         self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], seeds: Sequence[int],
         growth: bool, check: Callable[..., CheckFailure | None],
     ) -> tuple[CheckFailure | None, list[Shape]]:  # fmt: skip
-        """``evaluator.gpu_tasks.verify`` with the path's ``verify_kinds``."""
+        """``evaluator.gpu_tasks.verify`` with the path's ``verify_kinds``, the problems of its
+        shape loop built ahead in the host pool (:func:`verify_problem_keys`,
+        ``evaluator.inputs.ProblemPrefetch``): the same inputs, drawn while the GPU and the
+        checks work on the ones before."""
         from evaluator import gpu_tasks
+        from evaluator.inputs import ProblemPrefetch
 
-        return gpu_tasks.verify(
-            driver, dtype, [tuple(s) for s in shapes], list(seeds), growth, check,
-            spec.verify_kinds,
-        )  # type: ignore[return-value]  # fmt: skip
+        shapes = [tuple(s) for s in shapes]
+        keys = verify_problem_keys(dtype, shapes, seeds, growth, spec.verify_kinds)
+        with ProblemPrefetch(keys):
+            return gpu_tasks.verify(
+                driver, dtype, shapes, list(seeds), growth, check, spec.verify_kinds,
+            )  # type: ignore[return-value]  # fmt: skip
 
     def determinism(
         self, driver: Any, spec: Any, dtype: str, shapes: Sequence[Shape], repeats: int
@@ -169,6 +175,33 @@ class TrsmSuite:
             b = exact_device_copy(cupy, problem.b)
             driver.solve_raw(a.data.ptr, b.data.ptr, m, n, m, m)
         cupy.cuda.Device().synchronize()
+
+
+def verify_problem_keys(
+    dtype: str, shapes: Sequence[Shape], seeds: Sequence[int], growth: bool,
+    kinds: Sequence[str],
+) -> list[tuple[int, int, str, int, str]]:  # fmt: skip
+    """The ``make_problem`` calls of ``evaluator.gpu_tasks.verify``'s shape loop, in its
+    order, as ``evaluator.inputs.ProblemKey``: per shape (m, n), the bounded problem of every
+    seed, with ``growth`` and m ≥ 16 the problems of ``kinds`` on the first seed, and for
+    m ≥ 2 the fresh draw of the first problem's audit partner (``checks.replay.audit_partner``:
+    the first seed mixed with its partner mix, kind bounded). Not the few calls after the
+    loop, made once and small (the scale sweep's 33×2, the containment cases' 64×8, the
+    metamorphic relations' at m ≤ 1024). ``tests/test_trsm_prefetch.py`` pins this list
+    against the calls verify makes."""
+    from evaluator.checks.replay import _PARTNER_SEED_MIX
+
+    if not seeds:
+        return []
+    first = seeds[0]
+    keys: list[tuple[int, int, str, int, str]] = []
+    for m, n in shapes:
+        keys += [(m, n, dtype, seed, "bounded") for seed in seeds]
+        if growth and m >= 16:
+            keys += [(m, n, dtype, first, kind) for kind in kinds]
+        if m >= 2:
+            keys.append((m, n, dtype, first ^ _PARTNER_SEED_MIX, "bounded"))
+    return keys
 
 
 SUITES: dict[str, str] = {
