@@ -452,7 +452,10 @@ def test_an_unwritable_work_folder_is_one_line_and_leaves_no_job(tmp_path: Path)
         done = _kernevo(*args, "--work-dir", str(blocker / "runs"), tmp_path=tmp_path)
         assert done.returncode == 1
         line = _one_line_error(done)
-        assert line == f"kernevo: work folder {blocker / 'runs'} cannot be created: Not a directory"
+        assert line == (
+            f"kernevo: work folder {blocker / 'runs'} cannot be created: {blocker} is a file, "
+            "not a folder"
+        )
     assert not (tmp_path / "lineage.db").exists()  # no job row, not even a database
 
 

@@ -53,7 +53,7 @@ def test_arguments_and_their_defaults() -> None:
         ("16x", "expected MxN"),
         ("axb", "expected MxN"),
         ("16x16x2", "expected MxN"),
-        ("-1x4", "expected MxN"),
+        ("-1x4", "m must be 1..2147483647, not -1"),
         ("0x4", "m must be 1..2147483647, not 0"),
         ("4x2147483648", "n must be 1..2147483647, not 2147483648"),
     ],
