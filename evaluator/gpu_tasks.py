@@ -42,13 +42,13 @@ from evaluator.inputs import (
     scaled_problem,
     sweep_exponents,
 )
-from evaluator.op_suites import suite_for
+from evaluator.op_suites import OpSuite, suite_for
 from evaluator.report import CheckFailure, GpuInfo
 from evaluator.timing import time_shape as time_shape  # trsm's suite times through this name
 from seeds.driver import GeometryError
 from seeds.hardware import arch_for_compute_capability, normalize_gpu_name
 from seeds.registry import get_path
-from seeds.spec import close_driver
+from seeds.spec import PathSpec, close_driver
 
 
 def gpu_info() -> dict[str, Any]:
@@ -309,17 +309,19 @@ def check_determinism(
 
 
 def run(task: dict[str, Any]) -> dict[str, Any]:
-    """Execute one task dict (``kind`` = info | check | full | champion); return a result dict.
+    """Execute one task dict (``kind`` = info | check | time | champion); return a result dict.
 
     Every part comes from the spec of ``path_id`` (``seeds.spec.PathSpec``): the driver that
     loads ``cubin``, the reference check of each output and the baseline; what depends on the
     path's op — inputs, checks, timing — from the op's suite (``evaluator.op_suites``; trsm's:
     :func:`verify`, :func:`check_determinism`, ``evaluator.timing.time_shape``).
     ``check``: verify ``shapes`` × ``seeds``. ``champion``: the same, then repeated runs for
-    determinism. ``full``: verify, time ``timed_shapes`` against the path's baseline (cuBLAS
-    for ``trsm_small``) and against ``rival_cubin``, the champion's or the parent's as
-    ``rival_name`` says, when given (``rival_timings``), then verify ``recheck_shapes`` again on
-    fresh inputs (catches races and state that builds up across calls). Candidate failures come
+    determinism. ``time`` (sent after a ``check`` of the same cubin passed, and run holding the
+    GPU alone: ``evaluator.worker.EXCLUSIVE_KINDS``): time ``timed_shapes`` against the path's
+    baseline (cuBLAS for ``trsm_small``) and against ``rival_cubin``, the champion's or the
+    parent's as ``rival_name`` says, when given (``rival_timings``), then verify
+    ``recheck_shapes`` again on fresh inputs with the module that was timed (catches races and
+    state that builds up across calls). Candidate failures come
     back as data; CUDA errors propagate to the worker loop, which reports a fault and retires the
     process.
     """
@@ -348,14 +350,15 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     check = solution_check(spec.reference_check)
     driver = spec.driver(task["cubin"], dtype)
     owned.callback(_release, driver)
+    if task["kind"] == "time":
+        return _time_and_recheck(task, spec, suite, check, driver, owned)
     failure, passed = suite.verify(
         driver, spec, dtype, task["shapes"], task["seeds"], task["growth"], check
     )
-    phases = {"verify": time.perf_counter() - t0}
     result: dict[str, Any] = {
         "failure": failure and asdict(failure),
         "verified_shapes": passed,
-        "phase_seconds": phases,
+        "phase_seconds": {"verify": time.perf_counter() - t0},
     }
     if failure or task["kind"] == "check":
         return result
@@ -365,7 +368,22 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
         )
         result["failure"] = failure and asdict(failure)
         return result
+    raise ValueError(f"unknown task kind {task['kind']!r}")
 
+
+def _time_and_recheck(
+    task: dict[str, Any],
+    spec: PathSpec,
+    suite: OpSuite,
+    check: SolutionCheck,
+    driver: Any,
+    owned: contextlib.ExitStack,
+) -> dict[str, Any]:
+    """The ``time`` kind of :func:`run` on ``driver`` (the task's cubin, loaded)."""
+    dtype = task["dtype"]
+    t0 = time.perf_counter()
+    phases: dict[str, float] = {}
+    result: dict[str, Any] = {"failure": None, "phase_seconds": phases}
     baseline = spec.baseline(dtype)
     # The champion's (at promotion) or the parent's cubin, when given, is timed in the same
     # rounds as the candidate, so the two are compared interleaved, against the candidate's own
@@ -393,7 +411,7 @@ def _run_checks_and_timing(task: dict[str, Any], owned: contextlib.ExitStack) ->
     result["timings"], result["rival_timings"] = timings, rival_timings
     if result["failure"]:
         return result
-    phases["time"] = time.perf_counter() - t0 - phases["verify"]
+    phases["time"] = time.perf_counter() - t0
     fresh = [(s + 1) % 2**31 for s in task["seeds"]]
     failure, _ = suite.verify(driver, spec, dtype, task["recheck_shapes"], fresh, False, check)
     phases["verify"] = time.perf_counter() - t0 - phases["time"]

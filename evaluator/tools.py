@@ -158,7 +158,7 @@ def run_sanitizer(
     repeat: int = 1,
 ) -> CheckFailure | None:
     """Run the candidate once (``repeat`` solves) at ``shape`` under compute-sanitizer's
-    ``tool`` (``memcheck``, ``racecheck``, ``synccheck``, ``initcheck``), holding the GPU lock.
+    ``tool`` (``memcheck``, ``racecheck``, ``synccheck``, ``initcheck``), sharing the GPU lock.
     Only the cubin's own kernels are instrumented where the sanitizer can filter
     (:func:`kernel_filter`); vendor kernels the driver launches run uninstrumented.
 
@@ -170,7 +170,9 @@ def run_sanitizer(
     argv = [sanitizer, "--tool", tool, "--error-exitcode", str(SANITIZER_EXIT_CODE)]
     only = kernel_filter(cubin_kernels(cubin)) if sanitizer_filters_kernels(sanitizer) else []
     try:
-        with gpu_lock(gpu_index):
+        # Shared: a sanitizer run times nothing, so it may overlap other jobs' verification
+        # (never a timing, which holds the GPU alone).
+        with gpu_lock(gpu_index, shared=True):
             done = run_candidate_under(
                 argv + only, cubin, path_id, dtype, shape, gpu_index, timeout_s, repeat=repeat
             )

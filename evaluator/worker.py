@@ -5,8 +5,9 @@ all GPU work runs in a child process started with the ``spawn`` method (a forked
 process that touched CUDA inherits a broken context) and pinned to one GPU through
 CUDA_VISIBLE_DEVICES. A hung kernel is ended by killing the child; a CUDA error (illegal address,
 launch failure) leaves a context that cannot be trusted, so the child is retired and the next
-task starts a fresh one. A file lock per GPU (``evaluator.gpu_lock``, in a private folder) keeps
-one timed candidate per GPU at a time, across every process of the job. The child dies with the
+task starts a fresh one. A reader/writer lock per GPU (``evaluator.gpu_lock``, in a private
+folder) keeps one timed candidate per GPU at a time, across every process of every job: a
+``time`` task holds the device alone, every other kind shares it. The child dies with the
 process that started it (``evaluator.parent_watch``): a ``kill -9`` of the job leaves no GPU
 worker behind.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
@@ -23,6 +26,9 @@ from evaluator.child_env import allow_listed_environ
 from evaluator.gpu_lock import gpu_lock
 from evaluator.parent_watch import die_with_parent
 
+# Task kinds that hold the GPU alone (``evaluator.gpu_tasks``): timing and the re-check after
+# it. Every other kind (info, check, champion) shares the device with other shared work.
+EXCLUSIVE_KINDS = frozenset({"time"})
 # Exceptions whose class lives in these modules come from CUDA: the context is suspect.
 _CUDA_ERROR_MODULES = ("cupy_backends.cuda", "cupy.cuda")
 
@@ -78,6 +84,11 @@ class GpuWorker:
         self._proc: Any = None
         self._conn: Connection | None = None
         self.restarts = 0
+        # One task at a time through the pipe: threads of a Dask worker share this object, and
+        # two shared holds of the GPU lock no longer keep them apart.
+        self._pipe = threading.Lock()
+        # Seconds the last run() waited for the GPU lock (a report's ``gpu_lock_wait`` phase).
+        self.last_lock_wait_s = 0.0
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
@@ -101,14 +112,21 @@ class GpuWorker:
         self._proc, self._conn = None, None
 
     def run(self, task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send ``task``, wait at most ``timeout_s`` seconds for its result.
+        """Send ``task``, wait at most ``timeout_s`` seconds for its result, holding the GPU
+        lock (alone for :data:`EXCLUSIVE_KINDS`, shared otherwise; the wait is not part of
+        ``timeout_s``).
 
         Raises:
             WorkerTimeout: no answer in time (the child is killed).
             WorkerFault: a CUDA error or the child died (the child is retired).
             TaskError: a non-CUDA exception inside the task.
         """
-        with gpu_lock(self.gpu_index):
+        t0 = time.perf_counter()
+        with (
+            self._pipe,
+            gpu_lock(self.gpu_index, shared=task.get("kind") not in EXCLUSIVE_KINDS),
+        ):
+            self.last_lock_wait_s = time.perf_counter() - t0
             if self._proc is None or not self._proc.is_alive():
                 self._start()
             assert self._conn is not None

@@ -25,6 +25,9 @@ from evolver.errors import JobConfigError
 # failing; each is far above any sensible job. The CLI's options take their ranges from here.
 MAX_ITERATIONS = 1_000_000  # also bounds every interval counted in iterations
 MAX_ISLANDS = 64
+# Candidates evaluated at once on the local GPU: each is an OpenEvolve pool process with a GPU
+# worker (a CUDA context) of its own; past a few, they only queue at the GPU's timing lock.
+MAX_LOCAL_IN_FLIGHT = 16
 MAX_POPULATION = 10_000  # programs held in memory and written to each checkpoint
 MAX_KEEP_CHECKPOINTS = 100  # each checkpoint holds the whole population on disk
 MAX_FEATURE_BINS = 1_000  # per MAP-Elites axis
@@ -113,6 +116,14 @@ class JobConfig(BaseModel):
     )
     compile_only: bool = Field(
         default=False, description="no GPU: evaluations stop after compiling and score 0"
+    )
+    in_flight: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_LOCAL_IN_FLIGHT,
+        description="candidates evaluated at once on the local GPU (OpenEvolve's parallel "
+        "evaluations): their verifications share the GPU, their timings take turns; a job on "
+        "a Dask cluster takes the cluster's --in-flight instead",
     )
     iterations: int = Field(default=60, ge=1, le=MAX_ITERATIONS)
     checkpoint_interval: int = Field(default=5, ge=1, le=MAX_ITERATIONS)

@@ -748,7 +748,7 @@ def _run_locked(
             system_message=system_message(spec, job.dtype, gpu),
             template_dir=templates,
             output_dir=output_dir,
-            parallel_evaluations=evaluation.in_flight if evaluation is not None else 1,
+            parallel_evaluations=evaluation.in_flight if evaluation is not None else job.in_flight,
         )
         with host.quiet_console():
             oe = OpenEvolve(

@@ -235,6 +235,9 @@ def _evolve_job(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "iterations": args.iterations,
         "gpu": args.gpu,
+        # Without a cluster, --in-flight is the job's own (the local GPU's pool); with one,
+        # the cluster's (_cluster_options).
+        "in_flight": args.in_flight if not (args.scheduler or args.gpus) else None,
         "compile_only": True if args.compile_only else None,
         "checkpoint_interval": args.checkpoint_interval,
         "islands": args.islands,
@@ -405,13 +408,15 @@ def _kept_on_resume(args: argparse.Namespace) -> list[tuple[str, bool]]:
 def _cluster_options(args: argparse.Namespace, *, local: bool) -> Any:
     """``ClusterOptions`` of ``--scheduler`` (or, ``local``, evolve's ``--gpus``: a cluster
     started here; the worker's ``--gpus`` are its own devices), ``None`` without one: the local
-    GPU, and Dask is not imported; ``--gpu-key``/``--in-flight``/``--lost-after-s`` need one."""
+    GPU, and Dask is not imported; ``--gpu-key``/``--lost-after-s`` need one, and so does the
+    worker's ``--in-flight`` (evolve's sets the job's ``in_flight`` without one)."""
     gpus = args.gpus if local else None
     if not args.scheduler and not gpus:
         needs = "--scheduler or --gpus" if local else "--scheduler"
+        # evolve's --in-flight without a cluster is the job's own (its local GPU's pool).
         for given, option in (
             (args.gpu_key, "--gpu-key"),
-            (args.in_flight, "--in-flight"),
+            (None if local else args.in_flight, "--in-flight"),
             (args.lost_after_s, "--lost-after-s"),
         ):
             if given is not None:
@@ -1707,8 +1712,13 @@ def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> 
     command.add_argument(
         "--in-flight",
         type=_int_in(1, 4096, "a number of candidates"),
-        help="with a cluster: candidates evaluated at once, 1..4096 (default 2 per worker of the "
-        "GPU key)",
+        help="candidates evaluated at once: with a cluster 1..4096 (default 2 per worker of the "
+        "GPU key)"
+        + (
+            "; on the local GPU 1..16 (default 1; verifications share the GPU, timings take turns)"
+            if local
+            else ""
+        ),
     )
     command.add_argument(
         "--lost-after-s",

@@ -3,13 +3,17 @@
 # (SIGTERM, SIGKILL $STEP_GRACE_S, default 5, s later) at LIMIT_S or at the call's deadline, whichever comes first: a
 # `timeout CMD | tee` step can outlive its limit when CMD survives SIGTERM (a job's graceful
 # stop) or a child keeps the pipe open (RESULTS 18, call 1). No step starts within 10 s of the
-# deadline. `call_start DEFAULT_DEADLINE_S` begins a call: $out (=$OUT), a private HOME and
-# compile cache, the clock (start, deadline: $DEADLINE_S or the default) and machine.txt.
+# deadline. `call_start DEFAULT_DEADLINE_S` begins a call: $out (=$OUT), a private HOME, runtime
+# folder and compile cache, the clock (start, deadline: $DEADLINE_S or the default) and machine.txt.
 
 call_start() {  # default deadline in seconds
   out=${OUT:-gpu-out}; mkdir -p "$out"
   export HOME=/tmp/khome KERNEVO_COMPILE_CACHE=/tmp/kcc
+  # One private runtime folder for every process of the call, so jobs and tests (whose conftest
+  # moves XDG_CACHE_HOME, not this) take the same GPU lock (evaluator.gpu_lock.lock_dir).
+  export XDG_RUNTIME_DIR=/tmp/krun
   mkdir -p "$HOME"
+  mkdir -p -m 700 "$XDG_RUNTIME_DIR"
   start=$SECONDS; deadline=${DEADLINE_S:-$1}
   { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
     >"$out/machine.txt"

@@ -183,9 +183,11 @@ def test_the_evaluator_reaches_a_path_only_through_its_spec(fake_path, monkeypat
 
     assert report.passed, report.failure
     log = calls.log
-    # The candidate's driver first, then the rival's, both from the spec, for the task's dtype.
+    # The candidate's driver for the verification, again for the timing task, then the
+    # rival's, each from the spec, for the task's dtype.
     drivers = [entry for entry in log if entry[0] == "driver"]
     assert drivers == [
+        ("driver", b"cubin", "float64", "fake_path"),
         ("driver", b"cubin", "float64", "fake_path"),
         ("driver", b"rival", "float64", "fake_path"),
     ]
@@ -202,11 +204,14 @@ def test_the_evaluator_reaches_a_path_only_through_its_spec(fake_path, monkeypat
     assert (m, n, dtype) == (16, 16, "float64")
     assert isinstance(baseline, FakeBaseline) and check is accuracy.SOLUTION_CHECKS["fake_check"]
     assert candidate.__self__.cubin == b"cubin" and rivals["champion"].__self__.cubin == b"rival"
-    # Both drivers are closed when the task ends, after the last solve (a driver that calls
-    # cuBLAS holds a handle and a workspace; the worker loads one per candidate).
+    # Every driver is closed when the task that loaded it ends, after its last solve (a
+    # driver that calls cuBLAS holds a handle and a workspace; the worker loads one per task).
     closed = [entry for entry in log if entry[0] == "driver_closed"]
-    assert sorted(closed) == [("driver_closed", b"cubin"), ("driver_closed", b"rival")]
-    assert max(i for i, e in enumerate(log) if e[0] == "solve") < kinds.index("driver_closed")
+    assert sorted(closed) == [("driver_closed", b"cubin")] * 2 + [("driver_closed", b"rival")]
+    candidate = [e[0] for e in log if e[0] in ("driver", "driver_closed") and e[1] == b"cubin"]
+    assert candidate == ["driver", "driver_closed", "driver", "driver_closed"]
+    last_close = max(i for i, e in enumerate(log) if e[0] == "driver_closed")
+    assert max(i for i, e in enumerate(log) if e[0] == "solve") < last_close
 
 
 def test_a_bucket_gives_the_evaluator_its_shapes_and_the_path_its_kinds(fake_path, monkeypatch):

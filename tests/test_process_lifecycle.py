@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -528,102 +527,6 @@ def test_heartbeat_interval_and_stale_threshold_agree() -> None:
     from evolver.progress import HEARTBEAT_INTERVAL_S
 
     assert STALE_AFTER_S == 3 * HEARTBEAT_INTERVAL_S
-
-
-# --- the GPU lock -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    runtime = tmp_path / "run-user"
-    runtime.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return runtime
-
-
-def test_the_lock_folder_is_private_under_the_runtime_dir(runtime_dir: Path) -> None:
-    from evaluator.gpu_lock import gpu_lock, gpu_lock_path
-
-    path = gpu_lock_path(3)
-    assert path == runtime_dir / "kernevo" / "locks" / "gpu3.lock"
-    assert path.parent.stat().st_mode & 0o777 == 0o700
-    with gpu_lock(3):
-        pass
-
-
-def test_a_shared_runtime_dir_is_not_used(
-    runtime_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from evaluator.gpu_lock import lock_dir
-
-    runtime_dir.chmod(0o777)  # anyone could create files there: fall back to the cache
-    assert lock_dir() == tmp_path / "cache" / "kernevo" / "locks"
-    monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert lock_dir() == tmp_path / "cache" / "kernevo" / "locks"
-
-
-def test_an_opened_up_lock_folder_is_closed_again(runtime_dir: Path) -> None:
-    from evaluator.gpu_lock import lock_dir
-
-    folder = lock_dir()
-    folder.chmod(0o777)
-    assert lock_dir() == folder and folder.stat().st_mode & 0o777 == 0o700
-
-
-def test_a_symlinked_lock_folder_is_refused(runtime_dir: Path, tmp_path: Path) -> None:
-    from evaluator.gpu_lock import LockDirError, lock_dir
-
-    (runtime_dir / "kernevo").mkdir(mode=0o700)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (runtime_dir / "kernevo" / "locks").symlink_to(elsewhere)
-    with pytest.raises(LockDirError, match="is not a folder"):
-        lock_dir()
-
-
-@pytest.mark.skipif(os.getuid() != 0, reason="making a folder another user's needs root")
-def test_a_lock_folder_of_another_user_is_refused(runtime_dir: Path) -> None:
-    from evaluator.gpu_lock import LockDirError, lock_dir
-
-    folder = lock_dir()
-    os.chown(folder, 4242, -1)
-    with pytest.raises(LockDirError, match="belongs to uid 4242"):
-        lock_dir()
-
-
-_HOLDER = textwrap.dedent(
-    """
-    import time
-    from evaluator.gpu_lock import gpu_lock
-    with gpu_lock(0):
-        print("held", flush=True)
-        time.sleep(600)
-    """
-)
-
-
-def test_the_gpu_lock_excludes_others_and_dies_with_its_holder(runtime_dir: Path) -> None:
-    from filelock import FileLock, Timeout
-
-    from evaluator.gpu_lock import gpu_lock_path
-
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(Timeout):
-            FileLock(gpu_lock_path(0), timeout=0.3).acquire()
-        holder.kill()  # SIGKILL: no cleanup runs; the kernel drops the flock
-        holder.wait(10)
-        acquired = threading.Event()
-        lock = FileLock(gpu_lock_path(0), timeout=2.0)
-        with lock:
-            acquired.set()
-        assert acquired.is_set()
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-        holder.wait(10)
 
 
 # --- SIGTERM at any point of a job: failed (resumable), its line, exit 143 ---------------------
