@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from evaluator.champion import ChampionReport
 
 
+# A champion verification ending so may have been cut by the job's own stop, not by the kernel.
+INTERRUPTIBLE = frozenset({"fault", "timeout"})
+
+
 @dataclass(frozen=True)
 class PromotionOutcome:
     """What one promotion attempt did; ``reason`` is a line for the terminal."""
@@ -59,6 +63,7 @@ def promote_best(
     source: str,
     signing_key: SigningKey | None = None,
     verify: Callable[[str, bytes | None], ChampionReport] | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> PromotionOutcome:
     """Verify program ``uid`` (already recorded) on GPU ``gpu_index`` and promote it to champion
     of (path, dtype, ``gpu_key``, shape bucket) when it is fully verified and beats the current
@@ -66,6 +71,10 @@ def promote_best(
     ``signing_key`` (default: :func:`configured_signing_key`, read before verification starts).
     ``verify(source, rival_cubin)`` replaces the local ``evaluator.champion.verify_champion``
     (a job on a Dask cluster verifies on a worker of its GPU key: ``evolver.cluster``).
+    ``stopping()`` true after a verification that ended in a ``fault`` or ``timeout``: the
+    job's stop cut it (SIGTERM or Ctrl-C reach the GPU worker, which is in the job's process
+    group: RESULTS section 21), so nothing is recorded against the program and the outcome
+    says so; the resumed job promotes its best again.
 
     Raises:
         db.errors.RepositoryError: the program is not recorded, or the store refuses the
@@ -99,6 +108,12 @@ def promote_best(
         report = verify(source, rival_cubin)
     else:
         report = verify_champion(source, spec.path_id, dtype, gpu_index, rival_cubin, **at_bucket)
+    if report.status in INTERRUPTIBLE and stopping is not None and stopping():
+        return PromotionOutcome(
+            False,
+            f"champion verification cut by the job's stop ({report.status}); not recorded, "
+            "the resumed job verifies its best again",
+        )
     data = json.loads(report.to_json())
     ok = report.status == "ok"
     gpu = report.gpu

@@ -671,6 +671,8 @@ def _run_locked(
                 uid=best.uid,
                 source=best.source,
                 verify=verify,
+                # A signal OpenEvolve received (SIGTERM, Ctrl-C) also reached the GPU worker.
+                stopping=lambda: bool(received),
             )
             write(f"job {job_id} | {outcome.reason}")
         except Exception as error:  # verification is a side activity: report, keep evolving

@@ -9,11 +9,11 @@ import stat
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 import evaluator.champion
 import evaluator.compile
-from db.models import Champion, ChampionPromotion, Program
+from db.models import Champion, ChampionPromotion, Evaluation, Program
 from db.session import make_engine
 from evaluator.report import RivalTiming
 from evolver.champion import promote_best
@@ -216,3 +216,57 @@ def test_a_candidate_not_faster_than_the_champion_beyond_noise_is_not_promoted(
     assert outcome.reason.startswith("champion kept: beats_champion: not faster than the champion")
     assert champion.program_id == seeded.grandchild_id  # unchanged
     assert seen == [bytes(champion.cubin)]  # the champion's own cubin was the rival
+
+
+# --- a stop that cuts the verification ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "stopping", "recorded"),
+    [
+        ("fault", True, False),  # the GPU worker died with the job's SIGTERM: not the kernel's
+        ("timeout", True, False),
+        ("fault", False, True),  # no stop: the kernel's fault, recorded against it
+        ("wrong", True, True),  # a wrong answer is the kernel's, stop or not
+    ],
+    ids=["fault-stopping", "timeout-stopping", "fault-running", "wrong-stopping"],
+)
+def test_a_verification_cut_by_the_jobs_stop_is_not_recorded_against_the_kernel(
+    seeded, fresh_database_url, verified_child, monkeypatch, status, stopping, recorded
+):
+    """RESULTS section 21: call 1's SIGTERM reached the GPU worker of a champion verification
+    ('GPU worker died: [Errno 32] Broken pipe') and a fault row was left on the program."""
+    from evaluator.report import CheckFailure
+
+    def cut(source, path_id, dtype, gpu_index, rival_cubin=None):
+        made = _verified_report(source, path_id, dtype, gpu_index)
+        made.status = status
+        made.failure = CheckFailure("cuda_error", detail="GPU worker died: [Errno 32] Broken pipe")
+        return made
+
+    monkeypatch.setattr(evaluator.champion, "verify_champion", cut)
+    engine = make_engine(fresh_database_url)
+    with engine.connect() as conn:
+        uid = conn.scalar(select(Program.uid).where(Program.id == seeded.child_id))
+        source = conn.scalar(select(Program.source).where(Program.id == seeded.child_id))
+        before = conn.scalar(select(func.count(Evaluation.id)))
+    outcome = promote_best(
+        engine,
+        spec=get_path("trsm_small"),
+        dtype="float64",
+        gpu_index=0,
+        gpu_key="nvidia-h200",
+        uid=uid,
+        source=source,
+        stopping=lambda: stopping,
+    )
+    with engine.connect() as conn:
+        after = conn.scalar(select(func.count(Evaluation.id)))
+        champion = conn.scalar(select(Champion.program_id))
+    engine.dispose()
+    assert not outcome.promoted and champion == seeded.grandchild_id
+    assert (after - before == 1) is recorded
+    if not recorded:
+        assert outcome.reason.startswith(f"champion verification cut by the job's stop ({status})")
+    else:
+        assert outcome.reason.startswith(f"champion verification failed: {status}")
