@@ -27,7 +27,7 @@ from evaluator.checks.integrity import (
     check_finite,
     check_guards,
     check_input_unchanged,
-    digest,
+    first_changed,
     guard_pattern,
 )
 from evaluator.checks.metamorphic import check_relation, relations
@@ -75,32 +75,78 @@ def gpu_info() -> dict[str, Any]:
     )
 
 
-def run_candidate(driver: Any, problem: Problem) -> tuple[CheckFailure | None, np.ndarray | None]:
+def _put(xp: Any, dst: Any, src: np.ndarray) -> None:
+    """Copy host ``src`` into ``dst`` (a device array, or a NumPy one when ``xp`` is NumPy)."""
+    if xp is np:
+        dst[...] = src
+    else:
+        dst.set(src)
+
+
+def _host(xp: Any, array: Any) -> np.ndarray:
+    """A host copy of ``array``."""
+    return array.copy() if xp is np else array.get()
+
+
+def _pointer(xp: Any, array: Any) -> int:
+    """The address of ``array``'s first element, as the driver takes it."""
+    return int(array.ctypes.data) if xp is np else int(array.data.ptr)
+
+
+def _guarded(xp: Any, array: np.ndarray, guard: np.ndarray) -> Any:
+    """A new byte buffer of ``xp`` holding ``guard``, ``array``'s elements in Fortran order,
+    ``guard``: copied from the host in three pieces, with no host copy of ``array`` made."""
+    body = np.asfortranarray(array).reshape(-1, order="F").view(np.uint8)
+    g = guard.size
+    buffer = xp.empty(2 * g + body.size, dtype=np.uint8)
+    _put(xp, buffer[:g], guard)
+    _put(xp, buffer[g : g + body.size], body)
+    _put(xp, buffer[g + body.size :], guard)
+    return buffer
+
+
+def run_candidate(
+    driver: Any, problem: Problem, xp: Any = None
+) -> tuple[CheckFailure | None, np.ndarray | None]:
     """Run the candidate once on ``problem`` between guard bands and check the memory it must
-    not touch: launch geometry, guard bands (``out_of_bounds_write``), A byte-identical
-    (``input_modified``). No numerical check: callers choose which apply to X.
+    not touch: launch geometry, guard bands around A and B (``out_of_bounds_write``), A
+    byte-identical (``input_modified``, the first changed element's row and column in the
+    detail). No numerical check: callers choose which apply to X.
+
+    A never comes back to the host: a device copy of A, taken before the launch, is compared
+    with it after, bit for bit (``integrity.first_changed``), then dropped; the copy doubles
+    A's device memory for the run (2 GiB more at 16384² float64). The four guard bands (a few
+    KiB) and X are copied to the host, the bands compared with their pattern byte for byte.
+    ``xp`` is the array module the buffers live in: CuPy (default) in the GPU worker; NumPy
+    runs the same steps on host memory, with a driver that takes host addresses (CPU tests).
 
     Returns the first failure (None when all pass) and the output X (None when nothing ran).
     """
-    import cupy
+    if xp is None:
+        import cupy as xp
 
     m, n = problem.shape
-    itemsize = problem.b.dtype.itemsize
-    guard = guard_pattern(problem.b.dtype, GUARD_ELEMENTS)
-    g = len(guard)
-    a_host = guard + problem.a.tobytes(order="F") + guard
-    b_host = guard + problem.b.tobytes(order="F") + guard
-    a_dev = cupy.asarray(np.frombuffer(a_host, dtype=np.uint8))
-    b_dev = cupy.asarray(np.frombuffer(b_host, dtype=np.uint8))
+    dtype = problem.b.dtype
+    guard = np.frombuffer(guard_pattern(dtype, GUARD_ELEMENTS), dtype=np.uint8)
+    g = guard.size
+    a_dev, b_dev = _guarded(xp, problem.a, guard), _guarded(xp, problem.b, guard)
+    a_before = a_dev[g:-g].copy()
     try:
-        driver.solve_raw(a_dev.data.ptr + g, b_dev.data.ptr + g, m, n, m, m)
+        driver.solve_raw(_pointer(xp, a_dev) + g, _pointer(xp, b_dev) + g, m, n, m, m)
     except GeometryError as exc:
         return CheckFailure("launch_geometry", (m, n), None, None, str(exc)), None
-    cupy.cuda.Device().synchronize()
-    a_out, b_out = a_dev.get().tobytes(), b_dev.get().tobytes()
-    x = np.frombuffer(b_out[g : g + m * n * itemsize], problem.b.dtype).reshape((m, n), order="F")
-    failure = check_guards(guard * 4, a_out[:g] + a_out[-g:] + b_out[:g] + b_out[-g:], (m, n))
-    return failure or check_input_unchanged(digest(a_host), digest(a_out), (m, n)), x
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+    bands = (a_dev[:g], a_dev[-g:], b_dev[:g], b_dev[-g:])
+    x = _host(xp, b_dev[g:-g]).view(dtype).reshape((m, n), order="F")
+    after = b"".join(_host(xp, band).tobytes() for band in bands)
+    failure = check_guards(guard.tobytes() * 4, after, (m, n))
+    if failure is None:
+        first = first_changed(a_before.view(dtype), a_dev[g:-g].view(dtype), xp)
+        where = None if first is None else f"row {first % m}, col {first // m}"
+        failure = check_input_unchanged(first, (m, n), where)
+    del a_before, a_dev, b_dev  # the device copies go back to the pool before X is checked
+    return failure, x
 
 
 def solve_checked(

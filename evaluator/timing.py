@@ -36,7 +36,7 @@ from evaluator.checks.integrity import (
     GUARD_ELEMENTS,
     check_guards,
     check_input_unchanged,
-    digest,
+    first_changed,
     guard_pattern,
 )
 from evaluator.inputs import NUMPY_DTYPES, CounterRng, Problem, bounded_sets
@@ -106,13 +106,32 @@ class SetLayout:
         self.payload(bands)[...] = False
         return flat[bands].tobytes()
 
+    def locate(self, element: int, rows: int | None = None) -> str:
+        """Where flat ``element`` of the buffer lies: in a set (its row and column when the sets
+        are matrices of ``rows`` rows in Fortran order) or in a guard band."""
+        if element < self.guard:
+            return f"buffer element {element}, in the guard band before input set 0"
+        i, j = divmod(element - self.guard, self.stride)
+        if j >= self.size:
+            return f"buffer element {element}, in the guard band after input set {i}"
+        return f"input set {i}, " + (f"row {j % rows}, col {j // rows}" if rows else f"element {j}")
+
+
+@dataclass(frozen=True)
+class Compared:
+    """An input buffer compared before and after a run where it lives (the device), instead of
+    being copied back: ``first`` is the index of its first changed element
+    (``integrity.first_changed``), None when every byte is the same."""
+
+    first: int | None
+
 
 def audit_outputs(
     when: str,
     layouts: tuple[SetLayout, SetLayout],
     shape: tuple[int, int],
     inputs: tuple[np.ndarray, np.ndarray],
-    after: tuple[np.ndarray, np.ndarray],
+    after: tuple[np.ndarray | Compared, np.ndarray],
     sets: Iterable[int],
     check: Check,
     seed: int,
@@ -120,19 +139,23 @@ def audit_outputs(
     """The first failure of the candidate's outputs of one timed run, from host copies.
 
     ``layouts``: of the A and the B buffers; ``inputs``: the A and pristine-B buffers as that
-    run read them (copied before the next refresh); ``after``: the A buffer and the candidate's
-    work-B buffer after it. Checks: B's guard bands unchanged, A unchanged byte for byte (guards
-    and NaN triangle included), then ``check`` on the outputs of ``sets`` against their own
-    inputs. Failures are renamed ``timed_output_<check>``; ``seed`` (of the timing inputs) is
-    recorded in the problems checked.
+    run read them (copied before the next refresh); ``after``: the A buffer after it (a host
+    copy, or a :class:`Compared`: already compared with the inputs' A on the device, as
+    :func:`time_shape` does) and the candidate's work-B buffer. Checks: B's guard bands
+    unchanged, A unchanged bit for bit (guards and NaN triangle included; the first changed
+    element in the detail), then ``check`` on the outputs of ``sets`` against their own inputs.
+    Failures are renamed ``timed_output_<check>``; ``seed`` (of the timing inputs) is recorded
+    in the problems checked.
     """
     (a_layout, b_layout), (m, n) = layouts, shape
     a_in, b_in = inputs
     a_out, x_out = after
     fresh_bands = b_layout.guard_bytes(b_layout.allocate(np, x_out.dtype))
     failure = check_guards(fresh_bands, b_layout.guard_bytes(x_out), shape)
-    a_digests = digest(a_in.tobytes()), digest(a_out.tobytes())
-    failure = failure or check_input_unchanged(*a_digests, shape)
+    if failure is None:
+        first = a_out.first if isinstance(a_out, Compared) else first_changed(a_in, a_out)
+        where = None if first is None else a_layout.locate(first, rows=m)
+        failure = check_input_unchanged(first, shape, where)
     where = when
     if failure is None:
         a_sets, b_sets = a_layout.payload(a_in), b_layout.payload(b_in)
@@ -326,6 +349,12 @@ def time_shape(
         with stream:
             return a_buf.copy(), pristine.copy()
 
+    def a_compared(a_before: Any) -> Compared:
+        # Bit for bit on the device, where A stays (1 GiB at 8192 x 1024 float64 with 2 sets):
+        # no copy of A after the run comes back to the host.
+        with stream:
+            return Compared(first_changed(a_before, a_buf, cupy))
+
     def restore(key: str, i: int) -> None:
         runtime.memcpyAsync(
             work[key].data.ptr + b_layout.offset(i), pristine.data.ptr + b_layout.offset(i),
@@ -357,7 +386,7 @@ def time_shape(
     raw: dict[str, list[float]] = {k: [] for k in graphs}
     order = list(graphs)
     audited = warmup + int(np.random.default_rng().integers(samples))
-    replay_audit: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    replay_audit: tuple[tuple[np.ndarray, np.ndarray], tuple[Compared, np.ndarray]] | None = None
     for s in range(warmup + samples):
         # One round: every graph once, in an order rotating from round to round.
         for key in order[s % len(order) :] + order[: s % len(order)]:
@@ -371,9 +400,12 @@ def time_shape(
             if s >= warmup:
                 raw[key].append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)  # µs
             if before is not None:
-                # To the host now: the next refresh overwrites what this replay read.
+                # A compared on the device; what the replay read to the host now: the next
+                # refresh overwrites it.
+                changed = a_compared(before[0])
                 inputs = (before[0].get(), before[1].get())
-                replay_audit = inputs, (a_buf.get(), work["cand"].get())
+                replay_audit = inputs, (changed, work["cand"].get())
+                before = None
     rounds = {key: np.asarray(v) for key, v in raw.items()}
     copy_us = float(np.median(rounds["copy"]))
     per_call = {k: (v - copy_us) / calls for k, v in rounds.items() if k != "copy"}
@@ -394,7 +426,9 @@ def time_shape(
     refresh()  # the single calls too see inputs no replay saw
     before = inputs_copy()
     single_us = {key: single(key) for key in ("cand", "blas")}
-    single_audit = (before[0].get(), before[1].get()), (a_buf.get(), work["cand"].get())
+    changed = a_compared(before[0])
+    single_audit = (before[0].get(), before[1].get()), (changed, work["cand"].get())
+    del before
 
     # Every comparison: medians less the copy graph's, resampled by rounds with one seed.
     def versus(key: str) -> Interval:

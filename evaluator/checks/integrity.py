@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+from typing import Any
 
 import numpy as np
 
@@ -46,13 +46,54 @@ def check_guards(before: bytes, after: bytes, shape: tuple[int, int]) -> CheckFa
     return None
 
 
-def digest(data: bytes) -> str:
-    """sha256 of a buffer, to compare inputs before and after a run."""
-    return hashlib.sha256(data).hexdigest()
+# Unsigned integers of each width: inputs are compared as the integers their bytes spell, so a
+# changed NaN payload, a -0.0 written over 0.0 or a NaN written over a NaN all count as changes.
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def check_input_unchanged(before: str, after: str, shape: tuple[int, int]) -> CheckFailure | None:
-    """A (including its unread upper triangle) byte-identical after the run."""
-    if before != after:
-        return CheckFailure("input_modified", shape, None, None, "A changed during the solve")
-    return None
+def _as_words(array: Any) -> Any:
+    """``array``'s bytes, flat, as unsigned integers of its element width (half of it for a
+    complex dtype: one per real or imaginary part). NumPy or CuPy; contiguous arrays only."""
+    dtype = np.dtype(array.dtype)
+    word = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+    return array.reshape(-1).view(_UNSIGNED[word])
+
+
+def first_changed(before: Any, after: Any, xp: Any = np) -> int | None:
+    """Index of the first element (flat, in memory order) whose bytes differ between ``before``
+    and ``after``, two contiguous arrays of one dtype and size; None when every byte is the same.
+
+    Compared where the arrays live (``xp``: NumPy, or CuPy for device arrays, so a device input
+    is never copied to the host to be compared), as unsigned integers of the element's width:
+    bit for bit, NaN payloads and the sign of zero included. Temporary memory: one bool per word.
+    """
+    if before.dtype != after.dtype or before.size != after.size:
+        raise ValueError(
+            f"cannot compare {before.dtype}[{before.size}] with {after.dtype}[{after.size}]"
+        )
+    p, q = _as_words(before), _as_words(after)
+    if p.size == 0:
+        return None
+    differs = p != q
+    # The first True, 0 when there is none (as bytes: argmax of an integer array is every
+    # array module's).
+    index = int(xp.argmax(differs.view(np.uint8)))
+    changed = bool(differs[index])
+    del differs
+    if not changed:
+        return None
+    return index * p.dtype.itemsize // np.dtype(before.dtype).itemsize
+
+
+def check_input_unchanged(
+    first: int | None, shape: tuple[int, int], where: str | None = None
+) -> CheckFailure | None:
+    """A (including its unread upper triangle) byte-identical after the run: ``first`` is the
+    index of its first changed element (:func:`first_changed`), None when none changed;
+    ``where`` names that element in the detail (default: its index)."""
+    if first is None:
+        return None
+    where = where if where is not None else f"element {first}"
+    return CheckFailure(
+        "input_modified", shape, None, None, f"A changed during the solve (first at {where})"
+    )
