@@ -198,6 +198,7 @@ def update_job_progress(
     best_speedup: float | None = None,
     last_failure_kind: str | None = None,
     failure_reason: str | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> Job:
     """Record a running job's progress and take its heartbeat from the database clock.
 
@@ -207,7 +208,9 @@ def update_job_progress(
     progress can still be written to it, but a state change is refused, so a worker that writes
     ``state="running"`` after the API cancelled the job gets ``InvalidTransitionError`` and should
     stop. ``best_score`` is the combined score (geometric-mean speedup over cuBLAS, 0 on failure),
-    ``best_speedup`` the speedup at the largest timed shape.
+    ``best_speedup`` the speedup at the largest timed shape. ``config`` replaces the stored job
+    configuration (a resume's ``--iterations``, ``--gpu``, ``--in-flight``: the run's own, so a
+    later resume, ``kernevo jobs`` and the API read what ran).
 
     Raises:
         NotFoundError: no such job.
@@ -229,6 +232,8 @@ def update_job_progress(
         job.last_failure_kind = last_failure_kind
     if failure_reason is not None and job.state == JobState.FAILED.value:
         job.failure_reason = failure_text(failure_reason)
+    if config is not None:
+        job.config = dict(config)
     job.heartbeat_at = func.now()
     s.flush()
     s.refresh(job)

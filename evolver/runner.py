@@ -709,19 +709,28 @@ def _run_locked(
         stop,
     )
     with session_scope(engine) as s:
-        repository.update_job_progress(s, job_id, state="running", iteration=done)
+        # The configuration this run follows: a resume's new --iterations, --gpu or --in-flight
+        # are stored, so a later resume without them keeps them.
+        repository.update_job_progress(
+            s, job_id, state="running", iteration=done, config=job.model_dump(mode="json")
+        )
         # This process beats for the job (unless a worker holds it and beats itself): record
         # how often, so that no worker's reaper takes its 30 s beats for a death.
         note_heartbeat_interval(s, job_id, HEARTBEAT_INTERVAL_S)
     for name, failure in point.rejected:
         write(f"job {job_id} | {name} is broken, not resumed from: {failure.describe()}")
-    write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work))
+    local_flight = job.in_flight if evaluation is None else 1
+    write(_header(job_id, job, gpu, backend, remaining, checkpoint, resuming, work, local_flight))
     if evaluation is not None:
         write(f"job {job_id} | evaluating on {evaluation.describe()}")
     if rerun_through is not None and rerun_through > done:
+        # With several in flight, iterations finish out of order: the stopped run recorded some
+        # up to rerun_through, not necessarily all of them.
+        after = "that checkpoint" if checkpoint is not None else "the seed (no checkpoint)"
         write(
-            f"job {job_id} | iterations {done + 1}..{min(rerun_through, job.iterations)} ran "
-            "after that checkpoint before the job stopped: they run again, recorded as re-runs"
+            f"job {job_id} | iterations {done + 1}..{min(rerun_through, job.iterations)} run "
+            f"again from {after}: the stopped run had recorded up to iteration {rerun_through}; "
+            "the new programs are recorded as re-runs"
         )
 
     env = {
@@ -750,7 +759,7 @@ def _run_locked(
             system_message=system_message(spec, job.dtype, gpu),
             template_dir=templates,
             output_dir=output_dir,
-            parallel_evaluations=evaluation.in_flight if evaluation is not None else job.in_flight,
+            parallel_evaluations=evaluation.in_flight if evaluation is not None else local_flight,
         )
         with host.quiet_console():
             oe = OpenEvolve(
@@ -840,8 +849,10 @@ def _header(
     checkpoint: Checkpoint | None,
     resuming: bool,
     work: Path,
+    in_flight: int = 1,
 ) -> str:
-    """The job's first terminal line: what runs where, with which backend, from where."""
+    """The job's first terminal line: what runs where, with which backend, from where, and how
+    many candidates are evaluated at once on the local GPU (``in_flight``, said when over 1)."""
     where = gpu.describe() if gpu else "no GPU (compile-only: evaluations stop after compiling)"
     if checkpoint is not None:
         start = f"from checkpoint at iteration {checkpoint.iteration}"
@@ -852,9 +863,12 @@ def _header(
     if len(spec.bucket_names) > 1:  # a path of several buckets names the job's
         what = f"{job.path} (shape bucket {spec.shape_bucket}) {job.dtype}"
     count = max(remaining, 0)
+    # Several in flight on the local GPU are said here (a cluster's count is said by the
+    # "evaluating on" line that follows).
+    flight = f", {in_flight} in flight" if in_flight > 1 else ""
     return (
         f"job {job_id}: {what} on {where}; {backend.kind} ({backend.model}); "
-        f"{count} iteration{'' if count == 1 else 's'} {start}; work folder {work}"
+        f"{count} iteration{'' if count == 1 else 's'}{flight} {start}; work folder {work}"
     )
 
 

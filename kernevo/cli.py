@@ -248,6 +248,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
 
     write = ConsoleWriter()
     cluster = _cluster_options(args, local=True)
+    _check_local_in_flight(args)
 
     if args.resume is not None:
         if args.config is not None:
@@ -615,6 +616,34 @@ def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _in_flight_local(text: str) -> int:
+    """``kernevo evolve --in-flight``'s argparse type: 1..4096 (a cluster's range), its error
+    naming both ranges, since whether a cluster is given is known only after parsing (the
+    local one, 1..MAX_LOCAL_IN_FLIGHT, is checked then: :func:`_check_local_in_flight`)."""
+    from evolver.job_config import MAX_LOCAL_IN_FLIGHT
+
+    try:
+        return _int_in(1, 4096, "a number of candidates")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected 1..{MAX_LOCAL_IN_FLIGHT} candidates on the local GPU, or 1..4096 with a "
+            f"cluster (--gpus, --scheduler), not {shorten(text)!r}"
+        ) from None
+
+
+def _check_local_in_flight(args: argparse.Namespace) -> None:
+    """Refuse (usage error, exit 2) an ``evolve --in-flight`` past the local GPU's range when no
+    cluster is given: before anything runs, a new job and a resume alike."""
+    from evolver.job_config import MAX_LOCAL_IN_FLIGHT
+
+    local = not (args.scheduler or args.gpus)
+    if local and args.in_flight is not None and args.in_flight > MAX_LOCAL_IN_FLIGHT:
+        args.parser.error(
+            f"argument --in-flight: at most {MAX_LOCAL_IN_FLIGHT} candidates on the local GPU, "
+            f"not {args.in_flight} (a cluster, --gpus or --scheduler, takes up to 4096)"
+        )
 
 
 def _job_int(name: str, what: str) -> Callable[[str], int]:
@@ -1711,7 +1740,7 @@ def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> 
     )
     command.add_argument(
         "--in-flight",
-        type=_int_in(1, 4096, "a number of candidates"),
+        type=_in_flight_local if local else _int_in(1, 4096, "a number of candidates"),
         help="candidates evaluated at once: with a cluster 1..4096 (default 2 per worker of the "
         "GPU key)"
         + (

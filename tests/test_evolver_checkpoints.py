@@ -255,7 +255,7 @@ def test_a_resume_skips_a_tampered_checkpoint_and_marks_the_reruns(tmp_path: Pat
         f"(program {victim.stem}): " + lines[0].split(": ", 2)[2]
     )
     assert "2 iterations from checkpoint at iteration 4" in lines[1]
-    assert f"job {first.job_id} | iterations 5..6 ran after that checkpoint" in lines[2]
+    assert f"job {first.job_id} | iterations 5..6 run again from that checkpoint" in lines[2]
     assert (again.state, again.iteration) == ("complete", 6)
     with Session(create_engine(url)) as s:
         programs = list(s.scalars(select(Program)))

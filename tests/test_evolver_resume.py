@@ -161,7 +161,7 @@ def test_sigkilled_job_resumes_without_loss_or_duplicates(tmp_path: Path) -> Non
     }
     assert any(row[4] for row in new.values())
     assert not any(row[4] for row in before.values())
-    assert f"iterations {checkpoint.iteration + 1}..{reached} ran after that checkpoint" in (
+    assert f"iterations {checkpoint.iteration + 1}..{reached} run again from that checkpoint" in (
         resumed.stdout
     )
     assert "(re-run)" in resumed.stdout
