@@ -113,7 +113,7 @@ class JobOutcome:
 
 class JobStopped(BaseException):
     """SIGTERM outside OpenEvolve's run, raised where the main thread is (see
-    :func:`_stopping_on_sigterm`). A ``BaseException``, as ``KeyboardInterrupt``, so that no
+    :func:`_stopping_on_signals`). A ``BaseException``, as ``KeyboardInterrupt``, so that no
     ``except Exception`` on the way swallows it."""
 
     def __init__(self, signum: int) -> None:
@@ -135,11 +135,13 @@ def _stop_caught() -> None:
 
 
 @contextmanager
-def _stopping_on_sigterm() -> Iterator[None]:
-    """Inside the block, SIGTERM raises :class:`JobStopped` (once: a second one while the job
-    is being marked failed is ignored); OpenEvolve's run puts its own handler in place
-    meanwhile, and ``openevolve_host.signal_handlers_restored`` this one back. Without it the
-    default action would end the process mid-setup, the job row left ``running``."""
+def _stopping_on_signals() -> Iterator[None]:
+    """Inside the block, SIGTERM and SIGINT (Ctrl-C) raise :class:`JobStopped` (once: a second
+    one while the job is being marked failed is ignored); OpenEvolve's run puts its own handlers
+    in place meanwhile, and ``openevolve_host.signal_handlers_restored`` these back. Without it
+    SIGTERM's default action would end the process mid-setup, the job row left ``running``, and
+    a Ctrl-C in the setup would end as a bare ``KeyboardInterrupt`` instead of the job's line
+    (a fresh user's finding)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set handlers (OpenEvolve's run needs it too)
         return
@@ -148,11 +150,12 @@ def _stopping_on_sigterm() -> Iterator[None]:
         note_stop(signum)  # sent again until caught (kernevo.stopping says why)
         raise JobStopped(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _prepare_work_root(work_dir: Path) -> Path:
@@ -237,7 +240,7 @@ def start_job(
             (resumable).
     """
     with (
-        _stopping_on_sigterm(),
+        _stopping_on_signals(),
         _evaluating_on(cluster, compile_only=job.compile_only) as evaluation,
     ):
         return _start_job(
@@ -334,7 +337,7 @@ def resume_job(
         JobStopped: SIGTERM before the job's lock was taken (the row is left as it was: it may
             be another process's running job).
     """
-    with _stopping_on_sigterm():
+    with _stopping_on_signals():
         return _resume_job(
             job_id,
             overrides=overrides,

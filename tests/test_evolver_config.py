@@ -214,6 +214,7 @@ def test_the_bounds_are_the_documented_ones() -> None:
         "evaluator_timeout_s": (30, 86_400),
         "max_code_length": (1_000, 1_000_000),
         "gpu": (0, 1023),
+        "in_flight": (1, 16),
         "seed": (0, 2**32 - 1),
     }
     assert {name: int_range(name) for name in expected} == expected

@@ -533,10 +533,13 @@ def test_heartbeat_interval_and_stale_threshold_agree() -> None:
 
 
 def _stop_evolve_with_sigterm(
-    tmp_path: Path, evolve_process: list[subprocess.Popen[bytes]], point: str
+    tmp_path: Path,
+    evolve_process: list[subprocess.Popen[bytes]],
+    point: str,
+    signum: int = signal.SIGTERM,
 ) -> tuple[int, str, str, list[Proc]]:
-    """Start a compile-only job, send its process (alone) SIGTERM at ``point``; its exit
-    status, stdout, stderr, and the processes it had started by then."""
+    """Start a compile-only job, send its process (alone) ``signum`` (SIGTERM) at ``point``;
+    its exit status, stdout, stderr, and the processes it had started by then."""
     proc = subprocess.Popen(
         _evolve(tmp_path, "--compile-only", "--iterations", "1000"),
         env=_env(tmp_path),
@@ -557,7 +560,7 @@ def _stop_evolve_with_sigterm(
     elif point == "running":
         _wait_for(lambda: (job := _job(tmp_path)) is not None and job.iteration >= 2, 120, "iters")
     family = _descendants(proc.pid)
-    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, signum)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, (head + out).decode(), err.decode(), family
 
@@ -583,6 +586,23 @@ def test_sigterm_at_any_point_leaves_the_job_failed_with_its_line_and_exit_143(
         assert last.startswith(f"job 1 stopped by SIGTERM at iteration {job.iteration} of 1000; ")
         assert "resume with 'kernevo evolve --resume 1'" in last
     assert _survivors(family, DEADLINE_S) == []  # its pool workers ended with it
+
+
+@pytest.mark.parametrize("point", ["job row created", "setup"])
+def test_ctrl_c_in_the_setup_ends_as_sigterm_does_with_the_jobs_line(
+    tmp_path: Path, evolve_process: list[subprocess.Popen[bytes]], point: str
+) -> None:
+    """A fresh user's finding: SIGINT there ended 'kernevo: interrupted', the job's reason
+    'KeyboardInterrupt', where SIGTERM gives the job's line."""
+    status, out, err, family = _stop_evolve_with_sigterm(
+        tmp_path, evolve_process, point, signal.SIGINT
+    )
+    job = _job(tmp_path)
+    assert job is not None and (status, err) == (130, ""), (status, err, out[-2000:])
+    assert (job.state, job.last_failure_kind) == ("failed", "interrupted")
+    last = out.splitlines()[-1]
+    assert last.startswith(f"job 1 stopped by SIGINT at iteration {job.iteration} of 1000; ")
+    assert _survivors(family, DEADLINE_S) == []
 
 
 def test_a_job_stopped_by_sigterm_during_setup_resumes_to_completion(
