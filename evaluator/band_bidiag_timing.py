@@ -58,7 +58,11 @@ from seeds.band_bidiag.inputs import BandProblem, random_band
 
 BandShape = tuple[int, int]
 
-BUDGET_S = 6.0
+# Seconds of replays per shape. In RESULTS section 21's band_bidiag job (34 evaluations at 6 s)
+# the noise floor was 0.11-0.39 % in median and 0.75-2.1 % at the 90th percentile; the 20 ms
+# shape reaches MAX_SAMPLES either way, the ~100 ms ones run about half the rounds at 3 s, their
+# floors ~sqrt(2) wider, for ~6 s less of the GPU held alone per candidate (timing 20.4 s).
+BUDGET_S = 3.0
 MIN_SAMPLES, MAX_SAMPLES = 5, 30
 WARMUP = 1
 # One ?gbbrd call under this many seconds is repeated (the median kept): RESULTS section 21

@@ -51,7 +51,12 @@ from evaluator.timing import AUDITED_SETS, EMPTY_KERNEL, RIVAL_PREFIX, SetLayout
 # ggml's tensors of that size would), between these bounds.
 SET_BYTES_BUDGET = 64 * 2**20
 MIN_CALLS, MAX_CALLS = 2, 16
-SAMPLES, WARMUP = 60, 5
+# Rounds: 30 after 5 warm-up. In RESULTS section 21's solve_tri job (35 evaluations, 60 rounds)
+# the noise floor (A against A', evaluator.noise) was 0.10-0.26 % in median at the four timed
+# shapes, 0.15-0.50 % at the 90th percentile; a floor widens as 1/sqrt(rounds), so half the
+# rounds gives about 0.15-0.7 %, well below any speedup worth a candidate, for half the time the
+# GPU is held alone (timing was 6.4 s of a candidate; its lock wait 30 s).
+SAMPLES, WARMUP = 30, 5
 # Replays whose inputs are drawn at once (each refresh copies its own slice in), as many as fit
 # this many bytes, at most MAX_REPLAYS_PER_DRAW: a draw costs a few dozen launches from Python
 # whatever its size, and one per replay made timing 15.6 s of a candidate's 22 s on the H200
