@@ -221,6 +221,35 @@ def workers_die_with_job() -> Iterator[None]:
         _openevolve_worker_init = None
 
 
+@contextmanager
+def workers_start_deaf_to_ctrl_c() -> Iterator[None]:
+    """Inside the block, a process pool's workers start with SIGINT blocked, until the worker
+    ignores it (``kernevo.cli``, as it imports: the pool workers' main module) and unblocks it.
+
+    Why: Ctrl-C reaches the whole process group, and a worker still starting (importing, before
+    ``kernevo.cli`` sets SIGINT aside) died of it with a traceback: a fresh user's Ctrl-C two
+    seconds into a job of 16 in flight printed some fifty lines. A blocked signal mask is
+    inherited through fork and exec (a handler is not), so the worker is deaf to it from its
+    first instruction. Only the thread that starts a worker blocks it, only meanwhile: the job's
+    own process still takes Ctrl-C as before."""
+    from concurrent.futures import process
+
+    real = process.ProcessPoolExecutor._spawn_process
+
+    def spawn_deaf(executor: Any) -> None:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            real(executor)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    process.ProcessPoolExecutor._spawn_process = spawn_deaf  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        process.ProcessPoolExecutor._spawn_process = real  # type: ignore[method-assign]
+
+
 def _terminate_pool_without_waiting(executor: Any) -> None:
     """OpenEvolve's ``_terminate_process_pool``, after telling the executor's call queue that
     nobody will wait for its feeder thread.

@@ -754,6 +754,7 @@ def _run_locked(
         host.environment(env),
         host.scoped_logging(),
         host.workers_die_with_job(),
+        host.workers_start_deaf_to_ctrl_c(),
         host.pool_ends_without_waiting(),
     ):
         config = build_config(

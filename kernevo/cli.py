@@ -58,8 +58,11 @@ if multiprocessing.current_process().name != "MainProcess":
     # A process-pool worker of ``kernevo evolve``: a spawned worker imports the main module (this
     # one) after taking its own process name. Ctrl-C reaches the whole process group; the job's
     # process stops the run and terminates its workers, so a worker ignores SIGINT rather than
-    # die mid-evaluation with a traceback.
+    # die mid-evaluation with a traceback. The job starts it with SIGINT blocked (so a Ctrl-C
+    # while it imports is not its death either: evolver.openevolve_host
+    # .workers_start_deaf_to_ctrl_c); ignored now, it may be unblocked.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class CliError(Exception):
