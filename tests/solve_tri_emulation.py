@@ -32,7 +32,8 @@ WARP = 32
 class Tunables:
     """The seed's tunables that change what is computed: ``ST_WARPS``, ``ST_COLS_PER_WARP``,
     ``ST_TILE`` and ``ST_RECIP_DIAG`` (``recip_diag``: multiply by a float32 reciprocal of the
-    diagonal instead of dividing). ``ST_UNROLL``, ``ST_STAGE_VEC``, ``ST_STAGE_BATCH`` and
+    diagonal instead of dividing), and ``ST_FILL_BLOCKS`` (``fill_blocks``: the blocks per matrix
+    the launch asks for). ``ST_UNROLL``, ``ST_STAGE_VEC``, ``ST_STAGE_BATCH`` and
     ``ST_PREFETCH_B`` change only how and when the same elements are loaded: the staging reads
     of a 16-byte load in the diagonal tile are the lower triangle's elements, as the 4-byte
     ones."""
@@ -41,6 +42,7 @@ class Tunables:
     cols_per_warp: int = 1
     tile: int = 64
     recip_diag: bool = False
+    fill_blocks: int = 0
 
     @property
     def lds(self) -> int:
@@ -51,7 +53,12 @@ class Tunables:
 def launch_config(n: int, k: int, b2: int, b3: int, tun: Tunables) -> list[int]:
     """The seed's ``kernevo_launch_config``: grid xyz, block xyz, dynamic shared bytes."""
     tile_rows = min(n, tun.tile)
-    return [b2 * b3, 1, 1, WARP, tun.warps, 1, tile_rows * tun.lds * 4]
+    split = 1
+    if tun.fill_blocks > 0:
+        groups = -(-k // tun.cols_per_warp)
+        busy = -(-groups // tun.warps)
+        split = max(1, min(busy, -(-tun.fill_blocks // (b2 * b3))))
+    return [b2 * b3, split, 1, WARP, tun.warps, 1, tile_rows * tun.lds * 4]
 
 
 class _Owners:
@@ -80,12 +87,14 @@ def _read(
     return np.where(mask, smem[:, pos], np.float32(0))
 
 
-def emulate(problem: Problem, tun: Tunables, grid_y: int = 1) -> np.ndarray:
+def emulate(problem: Problem, tun: Tunables, grid_y: int | None = None) -> np.ndarray:
     """X's buffer after the kernel's run on ``problem`` with tunables ``tun`` and ``grid_y``
-    blocks per matrix (the seed launches 1; the kernel takes any): a float32 copy of
-    ``problem.x.buffer`` (of ``problem.b.buffer`` when in place) with X's elements written."""
+    blocks per matrix (default: what the launch configuration asks for, 1 unless
+    ``tun.fill_blocks``; the kernel takes any): a float32 copy of ``problem.x.buffer`` (of
+    ``problem.b.buffer`` when in place) with X's elements written."""
     n, k, b2, b3 = problem.shape
     cfg = launch_config(n, k, b2, b3, tun)
+    grid_y = cfg[1] if grid_y is None else grid_y
     assert cfg[0] == b2 * b3 and cfg[3] == WARP
     smem_floats = cfg[6] // 4
     rows_per_lane = tun.tile // WARP

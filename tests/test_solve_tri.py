@@ -140,7 +140,12 @@ def test_compile_options_are_float32_only():
 
 def test_seed_declares_its_tunables_with_non_power_of_two_warps():
     tunables = {t.name: t for t in parse_tunables(SEED)}
-    assert set(tunables) == {"ST_WARPS", "ST_COLS_PER_WARP", "ST_TILE", "ST_UNROLL", *FAST}
+    assert set(tunables) == {
+        "ST_WARPS", "ST_COLS_PER_WARP", "ST_TILE", "ST_UNROLL", "ST_FILL_BLOCKS", *FAST,
+    }  # fmt: skip
+    # Splitting a matrix's columns over blocks is off in the seed until measured (a tunable the
+    # evolution may turn on: test_fill_blocks_splits_only_what_a_small_batch_leaves_idle).
+    assert tunables["ST_FILL_BLOCKS"].value == "0"
     # The seed takes all four latency options, chosen by RESULTS 20's A/B against cuBLAS
     # (11.93 -> 7.35 us at (64, 6, 4, 2)); their first values stay legal, for the evolution.
     assert all(tunables[name].value == str(value) for name, value in FAST.items())
@@ -426,6 +431,26 @@ def test_emulation_with_several_blocks_per_matrix(grid_y):
         problem = make_problem(shape, 5)
         buffer = emulate(problem, Tunables(3, 2, 64), grid_y)
         assert checks.check_output(problem, buffer) is None
+
+
+@pytest.mark.parametrize(
+    ("shape", "split"),
+    [((256, 128, 4, 2), 17), ((128, 32, 4, 2), 6), ((64, 6, 4, 2), 1), ((64, 64, 8, 32), 1)],
+)
+def test_fill_blocks_splits_only_what_a_small_batch_leaves_idle(shape, split):
+    """ST_FILL_BLOCKS 132 at the four timed shapes (RESULTS 21: (256, 128, 4, 2) ran 8 blocks on
+    132 SMs at 0.47x cuBLAS): blocks per matrix min(column groups / warps, 132 / matrices)."""
+    n, k, b2, b3 = shape
+    assert launch_config(n, k, b2, b3, Tunables(fill_blocks=132))[1] == split
+    assert launch_config(n, k, b2, b3, Tunables())[1] == 1  # the seed's default: one
+
+
+@pytest.mark.parametrize("shape", [(128, 32, 4, 2), (64, 64, 2, 2), (17, 9, 2, 4), (30, 8, 7, 1)])
+def test_emulation_with_fill_blocks_passes_the_checks(shape):
+    tun = Tunables(5, 2, 64, recip_diag=True, fill_blocks=132)
+    problem = make_problem(shape, 9)
+    buffer = emulate(problem, tun)
+    assert checks.check_output(problem, buffer) is None
 
 
 def test_emulation_in_place():

@@ -15,8 +15,8 @@
 //   other overlap of X with A or B is refused by the driver.
 //
 // Algorithm: one thread block per matrix (blockIdx.x = i3 * b2 + i2); blockIdx.y splits the
-// columns of X between blocks (the seed's launch uses gridDim.y = 1: one block solves all k
-// columns). Left-looking blocked forward substitution over row tiles of ST_TILE rows:
+// columns of X between blocks (gridDim.y = 1, one block solving all k columns, unless
+// ST_FILL_BLOCKS asks for more). Left-looking blocked forward substitution over row tiles of ST_TILE rows:
 //   for each row tile R (rows r0 .. r0 + ST_TILE - 1):
 //     for each column tile J left of it (j0 < r0): X_R -= A(R, J) * X_J   (off-diagonal update)
 //     X_R = A(R, R)^-1 * X_R                                               (diagonal solve)
@@ -61,6 +61,10 @@
 //                      flight means fewer round trips to memory
 //   ST_PREFETCH_B      1: each warp reads its first column group of B for a row tile before the
 //                      tile of A is staged, so the two loads overlap; 0: after
+//   ST_FILL_BLOCKS     0: one block per matrix; N: split each matrix's columns over gridDim.y
+//                      blocks so that the grid holds about N blocks (at most as many per matrix
+//                      as its column groups keep busy): a few matrices of many columns then use
+//                      more than b2 * b3 SMs, each block staging the same tiles of A
 
 // ---- fixed prelude (header-free: NVRTC ships no CUDA headers) ----
 #ifndef KERNEVO_DTYPE
@@ -82,6 +86,7 @@
 #define ST_STAGE_VEC 4      // tune: 1 4
 #define ST_STAGE_BATCH 8    // tune: 1 2 4 8
 #define ST_PREFETCH_B 1     // tune: 0 1
+#define ST_FILL_BLOCKS 0    // tune: 0 132 264 528
 
 #define ST_ROWS_PER_LANE (ST_TILE / ST_WARP)
 #define ST_LDS (ST_TILE + 1)
@@ -163,8 +168,19 @@ __device__ __forceinline__ void st_load_group(float (&acc)[ST_COLS_PER_WARP][ST_
 
 extern "C" __global__ void kernevo_launch_config(int n, int k, int b2, int b3, int* cfg) {
   const int tile_rows = n < ST_TILE ? n : ST_TILE;
-  cfg[0] = b2 * b3;  // one thread block per matrix (the driver bounds b2 * b3)
-  cfg[1] = 1;        // blocks per matrix, splitting its columns
+  // Blocks per matrix, splitting its columns: with ST_FILL_BLOCKS, as many as bring the grid to
+  // about that many blocks (a few matrices of many columns would leave most SMs idle: 8 blocks
+  // on 132 at (256, 128, 4, 2)), never more than its column groups can keep busy; else one.
+  int split = 1;
+  if (ST_FILL_BLOCKS > 0) {
+    const int matrices = b2 * b3;
+    const int groups = (k + ST_COLS_PER_WARP - 1) / ST_COLS_PER_WARP;
+    const int busy = (groups + ST_WARPS - 1) / ST_WARPS;
+    const int fill = (ST_FILL_BLOCKS + matrices - 1) / matrices;
+    split = max(1, min(busy, fill));
+  }
+  cfg[0] = b2 * b3;  // one thread block per matrix along x (the driver bounds b2 * b3)
+  cfg[1] = split;
   cfg[2] = 1;
   cfg[3] = ST_WARP;
   cfg[4] = ST_WARPS;
