@@ -30,6 +30,11 @@ _HOMES = {
 }
 
 
+def __dir__() -> list[str]:
+    """What ``dir(kernevo)`` lists: the lazy names too (``load`` before its first use)."""
+    return sorted(set(globals()) | set(_HOMES))
+
+
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module 'kernevo' has no attribute {name!r}")

@@ -948,7 +948,17 @@ def _cmd_best(args: argparse.Namespace) -> int:
         raise CliError(str(error)) from None
     base = _api_url(args.api_url)
     params = {"op": args.op, "dtype": args.dtype, "gpu": gpu_key, **shape}
-    kernel = _get_json(f"{base}/v1/kernels/best", params)
+    try:
+        kernel = _get_json(f"{base}/v1/kernels/best", params)
+    except CliError as error:
+        said = str(error)
+        if "no champion yet" not in said and "no path serves" not in said:
+            raise  # not the service's answer that this shape has no kernel
+        # No champion, or no path, for this shape: say what an application gets there.
+        from seeds.ops import get_op
+
+        fallback = get_op(args.op).fallback_library
+        raise CliError(f"{error}; kernevo.load falls back to {fallback} there") from None
     try:
         lines = _best_lines(kernel, args, gpu_key)
     except _MALFORMED as error:
@@ -1137,6 +1147,7 @@ def _job_rows_from_db(url: str, state: str | None, limit: int) -> list[dict[str,
                 {
                     "id": j.id,
                     "path": j.path,
+                    "shape_bucket": j.shape_bucket,
                     "dtype": j.dtype,
                     "gpu": j.gpu_key,
                     "state": j.state,
@@ -1221,13 +1232,15 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print("no jobs")
         return 0
-    header = (
-        f"{'id':>4}  {'path':<14} {'dtype':<10} {'gpu':<14} {'state':<9} {'beat':>5} "
-        f"{'iter':>9}  {'best':>6} {'speedup':>7}  {'progs':>5}  {'last failure':<14} "
-        "backend/model"
-    )
     try:
-        lines = [header, *map(_job_line, rows)]
+        # The path column fits its longest path/bucket (trsm_small_batched/m64n64 is 25).
+        width = max(14, *(len(_path_bucket(row)) for row in rows))
+        header = (
+            f"{'id':>4}  {'path/bucket':<{width}} {'dtype':<10} {'gpu':<14} {'state':<9} "
+            f"{'beat':>5} {'iter':>9}  {'best':>6} {'speedup':>7}  {'progs':>5}  "
+            f"{'last failure':<14} backend/model"
+        )
+        lines = [header, *(_job_line(row, width) for row in rows)]
     except _MALFORMED as error:
         if not args.api_url:
             raise
@@ -1259,14 +1272,21 @@ def _failure_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 _FAILURE_LINE_MAX = 300
 
 
-def _job_line(row: dict[str, Any]) -> str:
-    """One row of ``kernevo jobs``'s table."""
+def _path_bucket(row: dict[str, Any]) -> str:
+    """A job's path and shape bucket, ``band_bidiag/n2049_16384`` (the path alone from a service
+    that sends no bucket): two jobs of one path on different buckets are told apart."""
+    bucket = row.get("shape_bucket")
+    return f"{row['path']}/{bucket}" if bucket else str(row["path"])
+
+
+def _job_line(row: dict[str, Any], width: int = 14) -> str:
+    """One row of ``kernevo jobs``'s table, its path/bucket column ``width`` wide."""
     total = (row.get("config") or {}).get("iterations", "?")
     best = row.get("best_score")
     speedup = row.get("best_speedup")
     state = "stale" if row.get("stale") else row["state"]
     return (
-        f"{row['id']:>4}  {row['path']:<14} {row['dtype']:<10} {row['gpu']:<14} "
+        f"{row['id']:>4}  {_path_bucket(row):<{width}} {row['dtype']:<10} {row['gpu']:<14} "
         f"{state:<9} {_age(row.get('heartbeat_age_s')):>5} "
         f"{str(row['iteration']) + '/' + str(total):>9}  "
         f"{(f'{best:.3f}' if best is not None else '-'):>6} "

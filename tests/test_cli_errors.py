@@ -438,8 +438,8 @@ def test_jobs_lists_a_finished_compile_only_job(tmp_path: Path) -> None:
     listing = _kernevo("jobs", tmp_path=tmp_path)
     assert listing.returncode == 0, listing.stderr
     header, row = listing.stdout.splitlines()
-    assert header.split()[:3] == ["id", "path", "dtype"]
-    assert row.split()[:5] == ["1", "trsm_small", "complex64", "none", "complete"]
+    assert header.split()[:3] == ["id", "path/bucket", "dtype"]
+    assert row.split()[:5] == ["1", "trsm_small/m64n64", "complex64", "none", "complete"]
     assert row.split()[5].endswith(("s", "m")) and row.split()[6] == "2/2"  # heartbeat age, iter
     assert row.split()[-1] == "offline/offline-mutator"
 
@@ -943,7 +943,7 @@ def test_jobs_into_head_1_exits_quietly_when_the_reader_leaves_mid_listing(
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert job.stdout is not None and job.stderr is not None
-    assert job.stdout.readline().split()[:2] == ["id", "path"]
+    assert job.stdout.readline().split()[:2] == ["id", "path/bucket"]
     job.stdout.close()  # what head -1 does after its line
     assert job.wait(120) == 0
     assert job.stderr.read() == ""
@@ -995,3 +995,27 @@ def test_a_command_started_with_stdout_closed_runs_quietly(tmp_path: Path, args:
         preexec_fn=lambda: os.close(1),
     )
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_jobs_table_fits_a_long_path_and_tells_buckets_apart() -> None:
+    """A fresh user's finding: trsm_small_batched pushed every later column right of its
+    header, and band_bidiag's two buckets' jobs looked the same."""
+    from kernevo.cli import _job_line, _path_bucket
+
+    rows = [
+        {"id": 1, "path": "trsm_small_batched", "shape_bucket": "m64n64", "dtype": "float32",
+         "gpu": "none", "state": "complete", "iteration": 2, "config": {"iterations": 2},
+         "best_score": 0.0, "best_speedup": 0.0, "programs": 3, "backend": "offline",
+         "model": "offline-mutator"},
+        {"id": 2, "path": "band_bidiag", "shape_bucket": "n2049_16384", "dtype": "float32",
+         "gpu": "none", "state": "complete", "iteration": 2, "config": {"iterations": 2},
+         "best_score": 0.0, "best_speedup": 0.0, "programs": 3, "backend": "offline",
+         "model": "offline-mutator"},
+    ]  # fmt: skip
+    width = max(len(_path_bucket(row)) for row in rows)
+    lines = [_job_line(row, width) for row in rows]
+    assert [line.split()[1] for line in lines] == [
+        "trsm_small_batched/m64n64", "band_bidiag/n2049_16384",
+    ]  # fmt: skip
+    # The dtype column starts at the same place in both rows.
+    assert lines[0].index("float32") == lines[1].index("float32")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -324,3 +325,24 @@ def test_an_empty_404_is_said_to_be_empty_not_left_dangling() -> None:
     )
     assert outcome.status == "invalid"
     assert outcome.detail.endswith("a kernevo service?); its body was empty")
+
+
+def _no_champion_404(handler: BaseHTTPRequestHandler) -> None:
+    detail = "no champion yet for path trsm_small float64 on h200 (shape bucket m64n64)"
+    body = json.dumps({"detail": detail}).encode()
+    handler.send_response(404)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def test_best_without_a_champion_says_what_the_loader_answers_with_instead(
+    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh user's finding: the 404 said no champion, not what an application then gets."""
+    server = serve(_no_champion_404)
+    line = _one_line_error(capsys, [*_COMMANDS["best"], "--api-url", server.url])
+    assert line.startswith(f"kernevo: 404 from {server.url}/v1/kernels/best")
+    assert "no champion yet for path trsm_small float64" in line
+    assert line.endswith("; kernevo.load falls back to cuBLAS ?trsm (through CuPy) there")

@@ -137,3 +137,10 @@ print(json.dumps({
     assert "kernevo" in result["top_level"]
     assert not {"api", "db", "seeds", "evaluator", "evolver"} & set(result["top_level"])
     assert result["route"][0] == "trsm_small"
+
+
+def test_dir_of_kernevo_lists_its_lazy_names() -> None:
+    """A fresh user's finding: dir(kernevo) did not list load (imported on first use)."""
+    import kernevo
+
+    assert {"load", "NoGpuError", "Decision"} <= set(dir(kernevo))

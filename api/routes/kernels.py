@@ -38,7 +38,7 @@ from seeds.registry import (
     measured,
     route,
 )
-from seeds.spec import UnknownDtypeError
+from seeds.spec import UnknownDtypeError, check_dtype
 
 router = APIRouter(
     prefix="/v1/kernels", tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS
@@ -80,6 +80,9 @@ def best_kernel(
         raise HTTPException(_UNPROCESSABLE, detail=str(exc)) from exc
     values = op_shape(spec, shape)
     try:
+        # A known dtype the op has no kernel in is said so (seeds.spec.MissingDtypeError), as
+        # the CLI and POST /v1/jobs say it, not "no path serves … at <shape>".
+        check_dtype(dtype, spec.dtypes, owner=f"op {op}")
         routes = route(op, dtype, *values)
         if path is not None:
             get_path(path)
