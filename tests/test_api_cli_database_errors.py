@@ -183,7 +183,7 @@ def test_kernevo_jobs_never_changes_the_file(
     assert (status, err) == (0, "")
     assert out.splitlines()[1].split()[:5] == [
         "1",
-        "trsm_small",
+        "trsm_small/m64n64",
         "float64",
         "nvidia-h200",
         "waiting",
