@@ -59,3 +59,26 @@ def test_a_handled_stop_is_not_sent_again(calls: list[int]) -> None:
     stop_handled()
     time.sleep(3 * REDELIVER_S)
     assert calls == [signal.SIGUSR1]
+
+
+def test_a_discarded_stop_is_not_reported_while_it_is_redelivered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI: a Ctrl-C in a job's setup, raised inside SQLAlchemy's weakref callback, printed
+    'Exception ignored in … JobStopped' before the job's own line."""
+    import threading
+    from types import SimpleNamespace
+
+    from kernevo import stopping
+
+    reported: list[BaseException] = []
+    monkeypatch.setattr(stopping, "_previous_hook", lambda u: reported.append(u.exc_value))
+    pending = threading.Event()
+    monkeypatch.setattr(stopping, "_pending", pending)
+    stopping._quiet_unraisable(SimpleNamespace(exc_value=Stop()))  # the stop: redelivered
+    error = ValueError("a real one")
+    stopping._quiet_unraisable(SimpleNamespace(exc_value=error))  # anything else: reported
+    pending.set()  # handled: a later stop-like exception is reported again
+    late = Stop()
+    stopping._quiet_unraisable(SimpleNamespace(exc_value=late))
+    assert reported == [error, late]
