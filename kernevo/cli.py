@@ -232,6 +232,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
         "model": args.llm_model,
         "api_key_env": args.llm_api_key_env,
     }
+    cluster = _cluster_options(args, local=True)
     overrides: dict[str, Any] = {
         "path": args.path,
         "bucket": args.bucket,
@@ -240,7 +241,7 @@ def _evolve_job(args: argparse.Namespace) -> int:
         "gpu": args.gpu,
         # Without a cluster, --in-flight is the job's own (the local GPU's pool); with one,
         # the cluster's (_cluster_options).
-        "in_flight": args.in_flight if not (args.scheduler or args.gpus) else None,
+        "in_flight": args.in_flight if cluster is None else None,
         "compile_only": True if args.compile_only else None,
         "checkpoint_interval": args.checkpoint_interval,
         "islands": args.islands,
@@ -250,8 +251,6 @@ def _evolve_job(args: argparse.Namespace) -> int:
     }
 
     write = ConsoleWriter()
-    cluster = _cluster_options(args, local=True)
-    _check_local_in_flight(args)
 
     if args.resume is not None:
         if args.config is not None:
@@ -425,6 +424,17 @@ def _cluster_options(args: argparse.Namespace, *, local: bool) -> Any:
         ):
             if given is not None:
                 args.parser.error(f"{option} needs {needs} (a Dask cluster)")
+        if local and args.in_flight is not None:
+            # Before anything runs, a new job and a resume alike (the job config would refuse
+            # it later, as a resume's exit 1).
+            from evolver.job_config import int_range
+
+            most = int_range("in_flight")[1]
+            if args.in_flight > most:
+                args.parser.error(
+                    f"argument --in-flight: at most {most} candidates on the local GPU, not "
+                    f"{args.in_flight} (a cluster, --gpus or --scheduler, takes up to 4096)"
+                )
         return None
     from evolver.cluster import DEFAULT_LOST_AFTER_S, ClusterOptions
 
@@ -624,29 +634,14 @@ def _int_in(low: int, high: int, what: str) -> Callable[[str], int]:
 def _in_flight_local(text: str) -> int:
     """``kernevo evolve --in-flight``'s argparse type: 1..4096 (a cluster's range), its error
     naming both ranges, since whether a cluster is given is known only after parsing (the
-    local one, 1..MAX_LOCAL_IN_FLIGHT, is checked then: :func:`_check_local_in_flight`)."""
-    from evolver.job_config import MAX_LOCAL_IN_FLIGHT
-
+    local one, JobConfig's, is checked then: :func:`_cluster_options`)."""
     try:
         return _int_in(1, 4096, "a number of candidates")(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
-            f"expected 1..{MAX_LOCAL_IN_FLIGHT} candidates on the local GPU, or 1..4096 with a "
+            f"expected {_job_range('in_flight')} candidates on the local GPU, or 1..4096 with a "
             f"cluster (--gpus, --scheduler), not {shorten(text)!r}"
         ) from None
-
-
-def _check_local_in_flight(args: argparse.Namespace) -> None:
-    """Refuse (usage error, exit 2) an ``evolve --in-flight`` past the local GPU's range when no
-    cluster is given: before anything runs, a new job and a resume alike."""
-    from evolver.job_config import MAX_LOCAL_IN_FLIGHT
-
-    local = not (args.scheduler or args.gpus)
-    if local and args.in_flight is not None and args.in_flight > MAX_LOCAL_IN_FLIGHT:
-        args.parser.error(
-            f"argument --in-flight: at most {MAX_LOCAL_IN_FLIGHT} candidates on the local GPU, "
-            f"not {args.in_flight} (a cluster, --gpus or --scheduler, takes up to 4096)"
-        )
 
 
 def _job_int(name: str, what: str) -> Callable[[str], int]:
@@ -1767,7 +1762,8 @@ def _add_cluster_arguments(command: argparse.ArgumentParser, *, local: bool) -> 
         help="candidates evaluated at once: with a cluster 1..4096 (default 2 per worker of the "
         "GPU key)"
         + (
-            "; on the local GPU 1..16 (default 1; verifications share the GPU, timings take turns)"
+            f"; on the local GPU {_job_range('in_flight')} (default 1; verifications share the "
+            "GPU, timings take turns)"
             if local
             else ""
         ),

@@ -90,7 +90,9 @@ def _compiled(source, options, arch):
     return SimpleNamespace(ok=True, cubin=CHILD_CUBIN, log="")
 
 
-def _promote_child(engine, seeded):
+def _promote_child(engine, seeded, **options):
+    """promote_best on the seeded child (trsm_small float64 on nvidia-h200), ``options`` its
+    keyword arguments beyond those."""
     with engine.connect() as conn:
         uid = conn.scalar(select(Program.uid).where(Program.id == seeded.child_id))
         source = conn.scalar(select(Program.source).where(Program.id == seeded.child_id))
@@ -102,6 +104,7 @@ def _promote_child(engine, seeded):
         gpu_key="nvidia-h200",
         uid=uid,
         source=source,
+        **options,
     )
 
 
@@ -247,19 +250,8 @@ def test_a_verification_cut_by_the_jobs_stop_is_not_recorded_against_the_kernel(
     monkeypatch.setattr(evaluator.champion, "verify_champion", cut)
     engine = make_engine(fresh_database_url)
     with engine.connect() as conn:
-        uid = conn.scalar(select(Program.uid).where(Program.id == seeded.child_id))
-        source = conn.scalar(select(Program.source).where(Program.id == seeded.child_id))
         before = conn.scalar(select(func.count(Evaluation.id)))
-    outcome = promote_best(
-        engine,
-        spec=get_path("trsm_small"),
-        dtype="float64",
-        gpu_index=0,
-        gpu_key="nvidia-h200",
-        uid=uid,
-        source=source,
-        stopping=lambda: stopping,
-    )
+    outcome = _promote_child(engine, seeded, stopping=lambda: stopping)
     with engine.connect() as conn:
         after = conn.scalar(select(func.count(Evaluation.id)))
         champion = conn.scalar(select(Champion.program_id))
