@@ -25,6 +25,7 @@ quietly with 0. Set ``KERNEVO_DEBUG=true`` (any boolean spelling:
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import multiprocessing
 import os
@@ -2151,6 +2152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM ends the command with a line and 143 rather than silently; ``kernevo evolve``
     # replaces the handler with the runner's while a job exists (the job is marked failed).
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    # SIGUSR2 prints every thread's Python stack to stderr and lets the command run on: what a
+    # process that does not stop is waiting for (CI saw a stopped job outlive 120 s twice).
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     stdout = _stdout_or_devnull()
     sys.stdout = _StdoutWhileRead(stdout)
     try:

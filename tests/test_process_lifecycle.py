@@ -532,6 +532,19 @@ def test_heartbeat_interval_and_stale_threshold_agree() -> None:
 # --- SIGTERM at any point of a job: failed (resumable), its line, exit 143 ---------------------
 
 
+def _communicate(proc: subprocess.Popen[bytes], timeout: float = 120) -> tuple[bytes, bytes]:
+    """``proc.communicate(timeout)``; past it, the stuck process's threads' stacks (kernevo
+    prints them on SIGUSR2) in the failure, then it is killed."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR2)
+        time.sleep(2)
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"no exit within {timeout} s; its stacks:\n{err.decode()[-6000:]}")
+
+
 def _stop_evolve_with_sigterm(
     tmp_path: Path,
     evolve_process: list[subprocess.Popen[bytes]],
@@ -561,7 +574,7 @@ def _stop_evolve_with_sigterm(
         _wait_for(lambda: (job := _job(tmp_path)) is not None and job.iteration >= 2, 120, "iters")
     family = _descendants(proc.pid)
     os.kill(proc.pid, signum)
-    out, err = proc.communicate(timeout=120)
+    out, err = _communicate(proc)
     return proc.returncode, (head + out).decode(), err.decode(), family
 
 
@@ -665,7 +678,32 @@ def test_ctrl_c_while_many_workers_start_prints_only_the_jobs_line(
     time.sleep(1.2)
     family = _descendants(proc.pid)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-    out, err = proc.communicate(timeout=120)
+    out, err = _communicate(proc)
     assert proc.returncode == 130 and err.decode() == "", err.decode()[-3000:]
     assert out.decode().splitlines()[-1].startswith("job 1 stopped by SIGINT at iteration ")
     assert _survivors(family, DEADLINE_S) == []
+
+
+def test_sigusr2_prints_the_stacks_and_the_job_runs_on(
+    tmp_path: Path, evolve_process: list[subprocess.Popen[bytes]]
+) -> None:
+    """What a job that does not stop is waiting for: kernevo prints every thread's stack on
+    SIGUSR2 (the tests above show it when a stop outlives their timeout)."""
+    proc = subprocess.Popen(
+        _evolve(tmp_path, "--compile-only", "--iterations", "1000"),
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    evolve_process.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith(b"job 1: trsm_small float32")
+    proc.send_signal(signal.SIGUSR2)
+    time.sleep(1)
+    assert proc.poll() is None  # still running
+    proc.send_signal(signal.SIGTERM)
+    out, err = _communicate(proc)
+    assert proc.returncode == 143
+    assert b"most recent call first" in err and b'File "' in err
+    assert out.decode().splitlines()[-1].startswith("job 1 stopped by SIGTERM")
