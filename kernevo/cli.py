@@ -25,6 +25,7 @@ quietly with 0. Set ``KERNEVO_DEBUG=true`` (any boolean spelling:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import logging
 import multiprocessing
@@ -2154,7 +2155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     # SIGUSR2 prints every thread's Python stack to stderr and lets the command run on: what a
     # process that does not stop is waiting for (CI saw a stopped job outlive 120 s twice).
-    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # Written to the process's own stderr descriptor (sys.stderr may be a Python object without
+    # one, as under a test's capture); without a descriptor there is nothing to print to.
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
     stdout = _stdout_or_devnull()
     sys.stdout = _StdoutWhileRead(stdout)
     try:
