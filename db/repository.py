@@ -30,7 +30,7 @@ from db.errors import (
     UnknownParentError,
 )
 from db.models import Champion, ChampionPromotion, Evaluation, Job, Program
-from db.states import EvaluationState, JobState, job_transition_allowed
+from db.states import JOB_FAILURE_KINDS, EvaluationState, JobState, job_transition_allowed
 
 __all__ = [
     "MIN_CHAMPION_SCORE",
@@ -175,6 +175,8 @@ def _move(job: Job, state: str) -> None:
     job.state = new.value
     if new is not JobState.FAILED:  # a reason describes the failure it came with, no later state
         job.failure_reason = None
+    if new in (JobState.RUNNING, JobState.WAITING) and job.last_failure_kind in JOB_FAILURE_KINDS:
+        job.last_failure_kind = None  # the job's own failure is behind it once it runs again
 
 
 # A stored failure reason longer than this is cut: it is one line for a table and an API answer.

@@ -49,6 +49,14 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 
 
+# ``job.last_failure_kind`` values that describe the job itself rather than one of its candidates
+# (whose kinds are the evaluator's: ``compile_error``, ``wrong`` …), each written with the move to
+# FAILED: ``interrupted`` and ``error`` (evolver.runner), ``worker_error`` (evolver.worker,
+# evolver.worker_child), ``worker_lost`` (db.queue). They are cleared when the job runs or waits
+# again, as its ``failure_reason`` is: a resumed job that completes does not keep showing them.
+JOB_FAILURE_KINDS = frozenset({"interrupted", "error", "worker_error", "worker_lost"})
+
+
 def job_transition_allowed(current: JobState, new: JobState) -> bool:
     """Whether a job in ``current`` may move to ``new`` (see ``JOB_TRANSITIONS``)."""
     return new in JOB_TRANSITIONS[current]

@@ -11,8 +11,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from db import queue
 from db import repository as repo
 from db.models import Champion, ChampionPromotion, Evaluation, ImmutableRowError, Job, Program
+from db.states import JOB_FAILURE_KINDS
 
 H200 = "nvidia-h200"
 GPU = {"gpu_key": H200, "gpu_name": "NVIDIA H200", "arch": "sm_90"}
@@ -145,6 +147,44 @@ def test_job_state_machine_refuses_leaving_final_states(db_session: Session) -> 
     crashed = _job(db_session)
     repo.update_job_progress(db_session, crashed.id, state="failed")
     assert repo.update_job_progress(db_session, crashed.id, state="running").state == "running"
+
+
+@pytest.mark.parametrize("kind", sorted(JOB_FAILURE_KINDS))
+@pytest.mark.parametrize("again", ["running", "waiting"])
+def test_the_jobs_own_failure_kind_clears_when_it_runs_or_waits_again(
+    db_session: Session, kind: str, again: str
+) -> None:
+    # A job stopped (interrupted), crashed or lost its worker, then resumed or requeued and
+    # completed: its row must not keep saying how it once failed.
+    job = _job(db_session)
+    repo.update_job_progress(db_session, job.id, state="running")
+    repo.update_job_progress(
+        db_session, job.id, state="failed", last_failure_kind=kind, failure_reason="stopped"
+    )
+    assert repo.get_job(db_session, job.id).last_failure_kind == kind
+    moved = repo.update_job_progress(db_session, job.id, state=again)
+    assert (moved.last_failure_kind, moved.failure_reason) == (None, None)
+    repo.update_job_progress(db_session, job.id, state="running")
+    done = repo.update_job_progress(db_session, job.id, state="complete")
+    assert (done.state, done.last_failure_kind) == ("complete", None)
+
+
+def test_a_candidates_failure_kind_outlives_state_changes(db_session: Session) -> None:
+    job = _job(db_session)
+    repo.update_job_progress(db_session, job.id, state="running", last_failure_kind="wrong")
+    repo.update_job_progress(db_session, job.id, state="failed")
+    assert repo.update_job_progress(db_session, job.id, state="running").last_failure_kind == (
+        "wrong"
+    )
+    # A cancel leaves a failed job's own kind: the failure is still the last thing it did.
+    stopped = _job(db_session)
+    repo.update_job_progress(db_session, stopped.id, state="failed", last_failure_kind="error")
+    cancelled = repo.set_job_state(db_session, stopped.id, "cancelled")
+    assert cancelled.last_failure_kind == "error"
+
+
+def test_the_queues_lost_worker_kind_is_a_jobs_own() -> None:
+    assert queue.WORKER_LOST in JOB_FAILURE_KINDS
 
 
 def test_job_errors(db_session: Session) -> None:
