@@ -1683,6 +1683,9 @@ def _command(commands: Any, name: str, text: str) -> argparse.ArgumentParser:
     """A subcommand whose one line ``text`` is both its entry in the parent's ``--help`` and
     the description atop its own."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=text, description=text)
+    # Usage errors found after parsing (a value the job configuration refuses, arguments no
+    # option takes) name the subcommand they belong to: ``kernevo best: error: …``.
+    parser.set_defaults(parser=parser)
     return parser
 
 
@@ -1800,7 +1803,6 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     evolve = _command(commands, "evolve", "run or resume an evolution job")
-    evolve.set_defaults(parser=evolve)  # a value the job configuration refuses: evolve's usage
     from seeds.registry import PATHS  # loaded already, with the job configuration's ranges
 
     evolve.add_argument(
@@ -2186,7 +2188,10 @@ def _debug() -> bool:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # as parse_args would refuse them, but in the words of the subcommand given
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         _check_environment(args)
         return int(args.func(args))

@@ -727,6 +727,24 @@ def test_an_unknown_subcommand_or_option_is_one_line(capsys: pytest.CaptureFixtu
     assert "the following arguments are required" in _usage_error(capsys, ["best"])
 
 
+@pytest.mark.parametrize(
+    ("argv", "prefix"),
+    [
+        (["best", "--dtype", "float32", "--gpu", "h200", "--path", "trsm_small"], "kernevo best"),
+        (["jobs", "extra"], "kernevo jobs"),
+        (["token", "list", "--bogus"], "kernevo token list"),
+        (["evolve", "--path", "trsm_small", "--dtype", "float32", "-x"], "kernevo evolve"),
+    ],
+)
+def test_an_option_the_subcommand_lacks_is_refused_in_its_name(
+    capsys: pytest.CaptureFixture[str], argv: list[str], prefix: str
+) -> None:
+    # The user mistyped an option of this subcommand: its own usage, not the top level's.
+    said = _usage_error(capsys, argv)
+    assert said.startswith(f"{prefix}: error: unrecognized arguments: ")
+    assert said.rstrip().endswith(f"(see {prefix} --help)")
+
+
 # --- job files that do not decode or parse (errors of the input: exit 1) -----------------------
 
 
