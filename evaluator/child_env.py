@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 # What a CUDA + CuPy + Python child needs, by name. Locale and paths for Python and the loader;
 # CUDA_* / NVIDIA_* choose and configure the device; CUPY_CACHE_DIR keeps CuPy's kernel cache
-# where the operator put it.
+# where the operator put it; KERNEVO_PROFILE_DIR asks the child to profile its tasks.
 ALLOWED_NAMES = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
@@ -29,6 +29,7 @@ ALLOWED_NAMES = frozenset(
         "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME", "CUDA_PATH",
         "CUDA_MODULE_LOADING", "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE",
         "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUPY_CACHE_DIR",
+        "KERNEVO_PROFILE_DIR",
     }
 )  # fmt: skip
 # Set for the child whatever the parent has: its host work is many NumPy/SciPy reference solves of

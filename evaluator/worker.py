@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 import traceback
@@ -49,7 +50,7 @@ def _serve(conn: Connection, gpu_index: int, parent_pid: int) -> None:
         except EOFError:
             return
         try:
-            conn.send({"ok": True, "result": gpu_tasks.run(task)})
+            conn.send({"ok": True, "result": _run_task(gpu_tasks.run, task)})
         except Exception as exc:  # a candidate's fault or our bug: report it, decide who retires
             cuda = type(exc).__module__.startswith(_CUDA_ERROR_MODULES)
             conn.send(
@@ -62,6 +63,29 @@ def _serve(conn: Connection, gpu_index: int, parent_pid: int) -> None:
             )
             if cuda:
                 return
+
+
+def _run_task(run: Any, task: dict[str, Any]) -> dict[str, Any]:
+    """``run(task)``; under cProfile when ``KERNEVO_PROFILE_DIR`` names a folder, the profile
+    written there as ``<kind>-<pid>-<ns>.prof`` (``scripts/task_profile.py`` sums them per kind):
+    where a task's seconds go (drawing inputs, replays, audits, checks) is host-side Python that
+    Nsight tools do not see. A profile that cannot be written is said on stderr, the task's
+    result kept."""
+    folder = os.environ.get("KERNEVO_PROFILE_DIR")
+    if not folder:
+        return run(task)
+    import cProfile
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(run, task)
+    finally:
+        name = f"{task.get('kind', 'task')}-{os.getpid()}-{time.time_ns()}.prof"
+        try:
+            os.makedirs(folder, exist_ok=True)
+            profile.dump_stats(os.path.join(folder, name))
+        except OSError as error:
+            print(f"kernevo: task profile not written to {folder}: {error}", file=sys.stderr)
 
 
 class WorkerTimeout(Exception):

@@ -271,6 +271,14 @@ CATALOGUE: tuple[Variable, ...] = (
         "a folder path",
     ),
     _v(
+        "PROFILE_DIR",
+        "evaluator/worker.py",
+        "a folder: each GPU worker task (check, time, champion) is run under cProfile and its "
+        "profile written there (scripts/task_profile.py sums them); for developers",
+        "—",
+        "a folder path",
+    ),
+    _v(
         "JOB_PID",
         "evolver/openevolve_host.py (set by `kernevo evolve`)",
         "job context: the job's process id, which its pool workers watch to die with it",
