@@ -239,15 +239,17 @@ class Envelope(BaseModel):
 class CandidateOut(BaseModel):
     """One path that serves the problem, as the best-kernel query compared it
     (``seeds.registry.fastest``): ``status`` is ``chosen`` (its champion is the answer),
-    ``compared`` (it has a champion, measured slower) or ``no_champion`` (none yet for this
-    dtype, GPU and shape bucket: the other fields null). ``combined_score`` is the champion's
-    geometric-mean speedup over the vendor library at its own timed shapes; ``time_us`` its
-    median time per call (µs) at the requested shape, null unless its evaluation timed that
-    shape."""
+    ``compared`` (it has a champion, measured slower than the chosen one),
+    ``slower_than_vendor`` (its champion's own evaluation timed it slower than the vendor
+    library at this very shape, beyond its noise floor: it never answers there) or
+    ``no_champion`` (none yet for this dtype, GPU and shape bucket: the other fields null).
+    ``combined_score`` is the champion's geometric-mean speedup over the vendor library at its
+    own timed shapes; ``time_us`` its median time per call (µs) at the requested shape, null
+    unless its evaluation timed that shape."""
 
     path: str
     shape_bucket: str
-    status: Literal["chosen", "compared", "no_champion"]
+    status: Literal["chosen", "compared", "slower_than_vendor", "no_champion"]
     program_id: int | None
     combined_score: float | None
     time_us: float | None

@@ -457,11 +457,12 @@ def _timing_line(t: ShapeTimingSummary, params: list[str] | None = None) -> str:
 def certified_metrics(document: Mapping[str, Any] | None) -> dict[str, Any]:
     """What a champion's certificate says it measured, in the shape of the champion row's
     ``metrics`` that ``seeds.registry.measured`` reads: ``combined_score`` (the geometric mean
-    of the timed shapes' speedups over the vendor library) and ``timings`` (``m``, ``n``,
-    ``candidate_us``: the median µs per call). The certificate is covered by the signature and
-    ``metrics`` is not, so the loader chooses between paths on these numbers: a service or a
-    cache that edits ``metrics`` cannot steer it. Empty for no certificate or one that does not
-    parse (the trust policy has refused such a champion already)."""
+    of the timed shapes' speedups over the vendor library) and ``timings`` (``m``, ``n``, or
+    ``shape``; ``candidate_us``: the median µs per call; ``speedup``, ``speedup_high`` and
+    ``noise_floor`` against the vendor library at that shape). The certificate is covered by
+    the signature and ``metrics`` is not, so the loader chooses between paths on these numbers:
+    a service or a cache that edits ``metrics`` cannot steer it. Empty for no certificate or
+    one that does not parse (the trust policy has refused such a champion already)."""
     if document is None:
         return {}
     try:
@@ -477,9 +478,15 @@ def certified_metrics(document: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "combined_score": score,
         "timings": [
-            {"shape": list(t.shape), "candidate_us": t.median_us}
-            if t.shape is not None
-            else {"m": t.m, "n": t.n, "candidate_us": t.median_us}
+            {
+                **({"shape": list(t.shape)} if t.shape is not None else {"m": t.m, "n": t.n}),
+                "candidate_us": t.median_us,
+                "speedup": t.speedup,
+                # Absent from v1 certificates (None): the loader then has no interval to judge
+                # "slower than the vendor library at the shape" by, and does not.
+                "speedup_high": getattr(t, "speedup_high", None),
+                "noise_floor": getattr(t, "noise_floor", None),
+            }
             for t in certificate.timings
         ],
     }

@@ -1107,7 +1107,10 @@ def _compared_lines(kernel: dict[str, Any], at: str) -> list[str]:
         text = f"program {candidate.get('program_id')}, score "
         text += "not recorded" if score is None else f"{score:.3f}"
         text += "" if time_us is None else f", {time_us:.2f} us at {at}"
-        lines.append(where + text + (" (chosen)" if candidate.get("status") == "chosen" else ""))
+        status = candidate.get("status")
+        mark = {"chosen": " (chosen)", "slower_than_vendor": " (timed slower than the library at "
+                f"{at}: not served there)"}.get(status, "")  # fmt: skip
+        lines.append(where + text + mark)
     return lines
 
 

@@ -14,7 +14,11 @@ of questions for a shape, each answered once and remembered:
    configured (set KERNEVO_TRUSTED_KEYS …)"``). Questions 2–5 are asked of each; of the
    paths whose champion passes them all, the one measured fastest at the shape runs
    (``seeds.registry.fastest``, the rule the service's best-kernel query applies), and the
-   decision lists every path compared (:attr:`Decision.compared`). If none passes, cuBLAS.
+   decision lists every path compared (:attr:`Decision.compared`). A champion whose own
+   evaluation timed it slower than cuBLAS at this very shape (beyond its noise floor:
+   ``seeds.registry.Measured.slower_than_vendor``, read from its signed certificate) does
+   not run it (``"champion program 39 was measured slower than cuBLAS at m=129, n=8192:
+   0.98x (…)"``). If none passes, cuBLAS.
 2. Is there a verified champion for that path and shape bucket on this GPU that this loader
    trusts? Asked once per (path, bucket). A champion, from the disk cache or the service, must
    pass the trust checks (cubin digest recomputed, Ed25519 signature by a trusted key, lock
@@ -235,6 +239,10 @@ class Resolver:
             for i, (served, decision) in enumerate(zip(routes, each, strict=True))
             if decision.route == "kernel" and decision.champion is not None
         }
+        for i, item in list(measured.items()):
+            if item.slower_than_vendor:
+                each[i] = self._slower_than_vendor(shape, each[i], item)
+                del measured[i]
         chosen = registry.fastest(list(measured.values()))
         winner = None
         if chosen is not None:
@@ -254,6 +262,25 @@ class Resolver:
             )
         reason = f"{each[winner].reason}; fastest of {len(each)} paths by {chosen[1]}: {summaries}"
         return replace(each[winner], reason=reason, refusals=refusals, compared=compared)
+
+    def _slower_than_vendor(
+        self, shape: tuple[int, ...], decision: Decision, item: Any
+    ) -> Decision:
+        """``decision`` (its champion able to run ``shape``) turned to the library: the
+        champion's own evaluation timed it slower than the library at this very shape
+        (``item``: its ``seeds.registry.Measured``, :attr:`~seeds.registry.Measured.
+        slower_than_vendor`)."""
+        champion = decision.champion
+        assert champion is not None  # only a decision that runs a champion is measured
+        reason = (
+            f"champion program {champion.program_id} was measured slower than "
+            f"{self.op_spec.fallback_library} at {self.op_spec.assignments(shape, ', ')}: "
+            f"{item.against_vendor()}"
+        )
+        return self._decision(
+            shape, self._fallback, reason, decision.path, decision.shape_bucket, champion,
+            decision.refusals,
+        )  # fmt: skip
 
     def _decide_path(self, shape: tuple[int, ...], path: str, bucket: str) -> Decision:
         """The decision for ``shape`` were ``path`` (at ``bucket``) the only path serving it."""

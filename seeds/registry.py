@@ -121,12 +121,36 @@ class Measured:
 
     ``combined_score``: the geometric-mean speedup over the vendor library at the path's own
     timed shapes; ``time_us``: the median device time per call (µs) at the requested shape,
-    when the path timed that shape. ``None``: not recorded.
+    when the path timed that shape; ``speedup`` (vendor median / champion median there),
+    ``speedup_high`` (the upper end of its 95 % interval) and ``noise_floor`` (relative: two
+    timings of one kernel disagree by this much) are that evaluation's comparison with the
+    vendor library timed in the same rounds at the shape. ``None``: not recorded.
     """
 
     route: Route
     combined_score: float | None
     time_us: float | None
+    speedup: float | None = None
+    speedup_high: float | None = None
+    noise_floor: float | None = None
+
+    @property
+    def slower_than_vendor(self) -> bool:
+        """Whether the champion was measured slower than the vendor library at the requested
+        shape beyond its noise: the speedup's whole 95 % interval below 1 / (1 + noise floor),
+        the evaluator's rule for "slower" (``evaluator.score.credited_rival_speedup``). False
+        when the shape was not timed or the interval not recorded."""
+        if self.speedup_high is None:
+            return False
+        return self.speedup_high * (1 + (self.noise_floor or 0.0)) < 1
+
+    def against_vendor(self) -> str:
+        """The comparison with the vendor library at the shape in words: ``0.98x (95 %
+        interval up to 0.979, noise floor 0.2 %)``; ``""`` when not recorded."""
+        if self.speedup is None or self.speedup_high is None:
+            return ""
+        floor = f", noise floor {100 * self.noise_floor:.1f} %" if self.noise_floor else ""
+        return f"{self.speedup:.3g}x (95 % interval up to {self.speedup_high:.3g}{floor})"
 
 
 def measured(route: Route, metrics: object, *shape: int) -> Measured:
@@ -147,13 +171,26 @@ def measured(route: Route, metrics: object, *shape: int) -> Measured:
         score = _positive(record.get("score"))
     spec = PATHS.get(route.path_id)
     params = spec.params if spec is not None else ()
-    time_us = None
     timings = record.get("timings")
     for timing in timings if isinstance(timings, list) else ():
         if isinstance(timing, dict) and _timed_at(timing, params, shape):
-            time_us = _positive(timing.get("candidate_us"))
-            break
-    return Measured(route, score, time_us)
+            return _at_shape(route, score, timing)
+    return Measured(route, score, None)
+
+
+def _at_shape(route: Route, score: float | None, timing: dict[str, object]) -> Measured:
+    """:class:`Measured` from the timing entry of the requested shape: the champion's median
+    (``candidate_us``), its speedup (``speedup``, else ``baseline_us`` / ``candidate_us``: the
+    champion row's ``ShapeTiming`` stores no ratio), ``speedup_high`` and ``noise_floor``."""
+    time_us = _positive(timing.get("candidate_us"))
+    speedup = _positive(timing.get("speedup"))
+    baseline_us = _positive(timing.get("baseline_us"))
+    if speedup is None and time_us is not None and baseline_us is not None:
+        speedup = baseline_us / time_us
+    floor = timing.get("noise_floor")
+    noise_floor = 0.0 if floor == 0 and not isinstance(floor, bool) else _positive(floor)
+    return Measured(route, score, time_us, speedup, _positive(timing.get("speedup_high")),
+                    noise_floor)  # fmt: skip
 
 
 def _timed_at(timing: dict[str, object], params: Sequence[str], shape: Sequence[int]) -> bool:
@@ -176,7 +213,12 @@ def _timed_at(timing: dict[str, object], params: Sequence[str], shape: Sequence[
 def fastest(candidates: Sequence[Measured]) -> tuple[Measured, Rule] | None:
     """The champion measured fastest at the requested shape among ``candidates`` (one per
     serving path that has a champion, in :func:`route`'s order), with the rule that chose it;
-    ``None`` when there are none.
+    ``None`` when there are none, or when every one was measured slower than the vendor
+    library at this very shape (:attr:`Measured.slower_than_vendor`: its own evaluation timed
+    both there, in the same rounds), which then serves it instead. Such a candidate never
+    runs: a champion is the best of its bucket by its score over the bucket's timed shapes,
+    and may still lose to the library at one of them (trsm_blocked's m128_2048 champion in
+    complex128 at 129 × 8192: 0.98x, RESULTS 22).
 
     The rule: when every candidate recorded a time at the requested shape, the least time
     (``time_at_shape``); otherwise the highest combined score (``combined_score``; one not
@@ -193,6 +235,7 @@ def fastest(candidates: Sequence[Measured]) -> tuple[Measured, Rule] | None:
     candidates against each other at the shape, in one run, would settle it; the service runs
     no code, so that is an evaluation's job.
     """
+    candidates = [candidate for candidate in candidates if not candidate.slower_than_vendor]
     if not candidates:
         return None
     if len(candidates) == 1:

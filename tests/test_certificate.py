@@ -630,6 +630,10 @@ def test_certified_metrics_are_the_signed_timings_and_their_geometric_mean() -> 
     speedups = [t["speedup"] for t in cert["timings"]]
     assert got["combined_score"] == pytest.approx(math.prod(speedups) ** (1 / len(speedups)))
     assert got["timings"] == [
-        {"m": t["m"], "n": t["n"], "candidate_us": t["median_us"]} for t in cert["timings"]
-    ]
+        {
+            "m": t["m"], "n": t["n"], "candidate_us": t["median_us"], "speedup": t["speedup"],
+            "speedup_high": t["speedup_high"], "noise_floor": t["noise_floor"],
+        }
+        for t in cert["timings"]
+    ]  # fmt: skip
     assert certified_metrics(None) == {} and certified_metrics({"format": "nonsense"}) == {}

@@ -147,7 +147,10 @@ def test_a_v2_certificate_serializes_as_before():
 
 def test_the_metrics_a_v3_certificate_vouches_for_are_read_by_shape(tri_path):
     metrics = certified_metrics(v3())
-    assert metrics["timings"] == [{"shape": [64, 6, 4, 2], "candidate_us": 7.5}]
+    assert metrics["timings"] == [
+        {"shape": [64, 6, 4, 2], "candidate_us": 7.5, "speedup": 4.0, "speedup_high": None,
+         "noise_floor": None}
+    ]  # fmt: skip
     assert measured(Route("tri_fake", "n128"), metrics, 64, 6, 4, 2).time_us == 7.5
 
 

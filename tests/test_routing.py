@@ -87,9 +87,18 @@ def test_route_refuses_an_unknown_op_or_dtype(args: tuple[Any, ...], error: type
         registry.route(*args)
 
 
+def slower_timing(m: int, n: int, us: float, speedup: float, high: float) -> dict[str, Any]:
+    """A timed shape where the champion lost to cuBLAS in its own evaluation: speedup 95 %
+    interval [speedup - 0.002, ``high``], noise floor 0.2 %."""
+    return {
+        "m": m, "n": n, "candidate_us": us, "baseline_us": speedup * us, "speedup": speedup,
+        "speedup_low": speedup - 0.002, "speedup_high": high, "noise_floor": 0.002,
+    }  # fmt: skip
+
+
 def test_measured_reads_the_score_and_the_time_at_the_shape() -> None:
     metrics = {"combined_score": 1.8, "timings": [timing(16, 16, 4.0), timing(32, 32, 9.5)]}
-    assert registry.measured(SMALL, metrics, 32, 32) == Measured(SMALL, 1.8, 9.5)
+    assert registry.measured(SMALL, metrics, 32, 32) == Measured(SMALL, 1.8, 9.5, 2.0)
     assert registry.measured(SMALL, metrics, 32, 16) == Measured(SMALL, 1.8, None)
     # ``score`` (the evaluation's) stands in for a combined score not copied.
     assert registry.measured(SMALL, {"score": 1.2}, 8, 8) == Measured(SMALL, 1.2, None)
@@ -137,6 +146,43 @@ def test_fastest_breaks_ties_by_registry_order_and_names_a_lone_champion() -> No
     )
     assert registry.fastest([second]) == (second, "only_champion")
     assert registry.fastest([]) is None
+
+
+def test_measured_reads_the_comparison_with_the_vendor_at_the_shape() -> None:
+    # RESULTS 22: trsm_blocked's m128_2048 champion in complex128 at 129 x 8192.
+    metrics = {"combined_score": 1.7, "timings": [slower_timing(32, 32, 105.4, 0.978, 0.979)]}
+    got = registry.measured(SMALL, metrics, 32, 32)
+    assert got == Measured(SMALL, 1.7, 105.4, 0.978, 0.979, 0.002)
+    assert got.slower_than_vendor
+    assert got.against_vendor() == "0.978x (95 % interval up to 0.979, noise floor 0.2 %)"
+    # The champion row's ShapeTiming stores no ratio: it is baseline_us / candidate_us.
+    row = {k: v for k, v in slower_timing(32, 32, 100.0, 0.5, 0.51).items() if k != "speedup"}
+    assert registry.measured(SMALL, {"timings": [row]}, 32, 32).speedup == pytest.approx(0.5)
+    assert registry.measured(SMALL, metrics, 16, 16).slower_than_vendor is False  # not timed
+
+
+@pytest.mark.parametrize(
+    ("high", "floor", "slower"),
+    [
+        (0.979, 0.002, True),  # the whole interval below 1 / (1 + floor)
+        (0.999, 0.002, False),  # within the noise floor of 1: a tie, not a loss
+        (1.2, 0.0, False),
+        (0.9, None, True),  # no floor recorded: the interval alone
+    ],
+)
+def test_slower_than_the_vendor_is_the_evaluators_rule(
+    high: float, floor: float | None, slower: bool
+) -> None:
+    measured = Measured(SMALL, 1.0, 1.0, high - 0.01, high, floor)
+    assert measured.slower_than_vendor is slower
+
+
+def test_a_champion_slower_than_the_vendor_at_the_shape_never_answers() -> None:
+    lost = Measured(SMALL, 3.0, 2.0, 0.97, 0.98, 0.002)
+    other = Measured(FAKE_ROUTE, 1.2, 9.0)
+    assert registry.fastest([lost]) is None  # the library answers
+    assert registry.fastest([lost, other]) == (other, "only_champion")
+    assert registry.fastest([Measured(SMALL, 3.0, 2.0, 0.99, 0.999, 0.002)])[0].route == SMALL
 
 
 # --- GET /v1/kernels/best ----------------------------------------------------------------------
@@ -284,6 +330,53 @@ def test_a_path_parameter_asks_for_that_paths_champion_only(
     assert [c["path"] for c in body["candidates"]] == ["fake_path"]
 
 
+def test_a_champion_timed_slower_than_cublas_at_the_shape_is_not_the_answer(
+    api_client: TestClient, fresh_database_url: str
+) -> None:
+    small = promote(
+        fresh_database_url, SMALL, 2.0,
+        [timing(16, 16, 4.0), slower_timing(32, 32, 10.0, 0.97, 0.98)],
+    )  # fmt: skip
+    # Alone at 32 x 32: a 404 that names the comparison (the library answers).
+    response = api_client.get(BEST, params={**QUERY, "m": 32, "n": 32})
+    assert response.status_code == 404
+    assert response.json()["detail"] == (
+        "every champion serving m=32, n=32 was measured slower than cuBLAS ?trsm (through "
+        "CuPy) there: trsm_small/m64n64: 0.97x (95 % interval up to 0.98, noise floor 0.2 %)"
+    )
+    # At a shape it won, it answers; asked by path, as the loader asks at the first shape of
+    # the bucket it meets, it is sent wherever (the loader judges each shape itself).
+    assert api_client.get(BEST, params={**QUERY, "m": 16, "n": 16}).json()["program_id"] == small
+    by_path = api_client.get(BEST, params={**QUERY, "m": 32, "n": 32, "path": "trsm_small"})
+    assert (by_path.status_code, by_path.json()["program_id"]) == (200, small)
+    # Beside another path's champion, that one answers at 32 x 32 whatever the times say.
+    fake = promote(fresh_database_url, FAKE_ROUTE, 1.1, [timing(32, 32, 50.0)])
+    body = api_client.get(BEST, params={**QUERY, "m": 32, "n": 32}).json()
+    assert (body["program_id"], body["compared_by"]) == (fake, "only_champion")
+    assert [(c["path"], c["status"]) for c in body["candidates"]] == [
+        ("trsm_small", "slower_than_vendor"),
+        ("fake_path", "chosen"),
+    ]
+
+
+def test_kernevo_best_marks_a_path_timed_slower_than_the_library_at_the_shape() -> None:
+    kernel = {
+        "compared_by": "only_champion",
+        "candidates": [
+            {"path": "trsm_small", "shape_bucket": "m64n64", "status": "slower_than_vendor",
+             "program_id": 17, "combined_score": 2.0, "time_us": 10.0},
+            {"path": "fake_path", "shape_bucket": "m64n32", "status": "chosen",
+             "program_id": 18, "combined_score": 1.1, "time_us": None},
+        ],
+    }  # fmt: skip
+    assert kernevo.cli._compared_lines(kernel, "m=32 n=32") == [
+        "compared 2 serving path(s) by only_champion:",
+        "  trsm_small (shape bucket m64n64): program 17, score 2.000, 10.00 us at m=32 n=32 "
+        "(timed slower than the library at m=32 n=32: not served there)",
+        "  fake_path (shape bucket m64n32): program 18, score 1.100 (chosen)",
+    ]
+
+
 @pytest.mark.parametrize(
     ("params", "detail"),
     [
@@ -384,12 +477,17 @@ def certified(document: dict[str, Any], measured: dict[str, Any]) -> dict[str, A
     for t in measured.get("timings", []):
         us = t.get("candidate_us")
         if isinstance(us, float | int) and isinstance(score, float | int) and us > 0 < score:
-            baseline = score * us
+            # A timing with an interval keeps its own speedup and interval (slower_timing).
+            interval = "speedup_high" in t
+            baseline = (t["speedup"] if interval else score) * us
             timings.append({
                 "m": t["m"], "n": t["n"], "median_us": us, "iqr_us": 0.0,
                 "baseline_median_us": baseline, "baseline_iqr_us": 0.0,
-                "speedup": baseline / us, "speedup_low": None, "speedup_high": None,
-                "noise_floor": None, "faster_than_baseline": None,
+                "speedup": baseline / us,
+                "speedup_low": t["speedup_low"] if interval else None,
+                "speedup_high": t["speedup_high"] if interval else None,
+                "noise_floor": t["noise_floor"] if interval else None,
+                "faster_than_baseline": False if interval else None,
                 "plausibility_floor_us": None,
             })  # fmt: skip
     return {**document, "timings": timings}
@@ -563,6 +661,32 @@ def test_no_usable_champion_on_any_serving_path_goes_to_cublas_saying_why(
         "fake_path/m64n32: no champion on service (404: no champion yet for path fake_path); "
         "disk cache: no entry"
     )
+
+
+def test_the_loader_runs_cublas_where_the_champion_was_timed_slower_than_it(
+    tmp_path: Path,
+) -> None:
+    lost_at_32 = {
+        "combined_score": 2.0,
+        "timings": [timing(16, 16, 4.0), slower_timing(32, 32, 10.0, 0.97, 0.98)],
+    }
+    service = PathService({"trsm_small": loader_champion(SMALL, 17, lost_at_32)})
+    h = PathHarness(service, tmp_path)
+
+    decision = h.solver.explain(32, 32)  # served by two paths; fake_path has no champion
+    assert (decision.route, decision.champion) == ("cublas", None)
+    assert (
+        "trsm_small/m64n64: champion program 17 was measured slower than cuBLAS ?trsm "
+        "(through CuPy) at m=32, n=32: 0.97x (95 % interval up to 0.98, noise floor 0.2 %)"
+    ) in decision.reason
+    assert [(c.path, c.route, c.chosen) for c in decision.compared] == [
+        ("trsm_small", "cublas", False),
+        ("fake_path", "cublas", False),
+    ]
+    # The same champion, fetched once at 32 x 32, runs the shapes it did not lose.
+    decision = h.solver.explain(48, 48)  # only trsm_small serves it; timed nowhere
+    assert (decision.route, decision.path) == ("kernel", "trsm_small")
+    assert sorted(service.asked) == ["fake_path", "trsm_small"]
 
 
 def test_metrics_a_service_edits_after_signing_do_not_steer_the_choice(tmp_path: Path) -> None:

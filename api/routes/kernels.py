@@ -1,16 +1,19 @@
 """``GET /v1/kernels/best``: the verified champion kernel for a problem.
 
-The problem (op, dtype and the op's shape parameters by name: ``m``, ``n`` for trsm; ``n``,
-``k``, ``b2``, ``b3`` for solve_tri; ``n``, ``bandwidth`` for band_bidiag; ``api.shape_query``)
-is routed by ``seeds.registry.route`` to every path that serves it, each at the shape bucket
-holding the shape; among those paths' champions on the GPU, the one measured fastest at the
-shape answers (``seeds.registry.fastest``: the least time recorded at the shape when every
-champion was timed there, else the highest combined score), and the answer lists every path
-compared. The GPU name is normalized to its key by
-``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads
-stored cubins: it never compiles or runs code. It serves each champion's signature and signing
-key id as stored at promotion, and its certificate (what verification covered, signed with it);
-it holds no key and checks nothing — the loader verifies. Open to anyone unless
+The problem (op, dtype and the op's shape parameters by name: ``m``, ``n`` for trsm; ``n``, ``k``,
+``b2``, ``b3`` for solve_tri; ``n``, ``bandwidth`` for band_bidiag; ``api.shape_query``) is routed
+by ``seeds.registry.route`` to every path that serves it, each at the shape bucket holding the
+shape; among those paths' champions on the GPU, the one measured fastest at the shape answers
+(``seeds.registry.fastest``: the least time recorded at the shape when every champion was timed
+there, else the highest combined score), and the answer lists every path compared. A champion whose
+own evaluation timed it slower than the vendor library at this very shape (beyond its noise floor)
+never answers there; when every serving champion is, the answer is a 404 saying so. Asked for one
+path (``path=``, as the loader asks), that path's champion is sent whatever the shape, since the
+loader applies the rule itself to every later shape. The GPU name is normalized to its key by
+``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads stored
+cubins: it never compiles or runs code. It serves each champion's signature and signing key id as
+stored at promotion, and its certificate (what verification covered, signed with it); it holds no
+key and checks nothing — the loader verifies. Open to anyone unless
 ``KERNEVO_API_KERNELS_REQUIRE_READ`` (``api.deps.kernels_access``).
 """
 
@@ -106,6 +109,16 @@ def best_kernel(
         if champion is not None
     ]
     chosen = fastest(compared)
+    if chosen is None and compared and path is not None:
+        # The loader asks for one path's champion per shape bucket, at the first shape it
+        # meets, and judges each later shape by the champion's signed certificate itself (the
+        # same rule): the bucket's champion is sent even where it lost to the library.
+        chosen = compared[0], "only_champion"
+    if chosen is None and compared:
+        # Every champion here was timed slower than the vendor library at this very shape by
+        # its own evaluation: the library is the answer, as with no champion.
+        detail = _all_slower(spec.fallback_library, spec.assignments(values, ", "), compared)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=detail)
     if chosen is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_no_champion(routes, dtype, gpu_key))
     winner, rule = chosen
@@ -143,13 +156,28 @@ def _candidates(
             CandidateOut(
                 path=served.path_id,
                 shape_bucket=served.shape_bucket,
-                status="chosen" if candidate is winner else "compared",
+                status=(
+                    "chosen"
+                    if candidate is winner
+                    else "slower_than_vendor"
+                    if candidate.slower_than_vendor
+                    else "compared"
+                ),
                 program_id=champion.program_id,
                 combined_score=candidate.combined_score,
                 time_us=candidate.time_us,
             )
         )
     return out
+
+
+def _all_slower(library: str, where: str, compared: list[Measured]) -> str:
+    """The 404 detail when every serving champion was measured slower than ``library`` at the
+    shape (``where``: its parameters in words)."""
+    each = "; ".join(
+        f"{c.route.path_id}/{c.route.shape_bucket}: {c.against_vendor()}" for c in compared
+    )
+    return f"every champion serving {where} was measured slower than {library} there: {each}"
 
 
 def _no_champion(routes: list[Route], dtype: str, gpu_key: str) -> str:
