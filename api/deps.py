@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 
+from api.query_params import DecimalOnly
 from api.settings import ApiSettings
 from db.session import read_scope, session_scope
 from db.tokens import Scope, find_token
@@ -52,8 +53,8 @@ WriteSessionDep = Annotated[Session, Depends(get_write_session, scope="function"
 # Row ids are 32-bit signed integers (PostgreSQL ``integer``): a larger id cannot exist, and
 # binding one would fail in the driver, so it is a 422 with the bound, not a 500.
 MAX_ID = 2**31 - 1
-ProgramId = Annotated[int, Path(ge=1, le=MAX_ID, description="program id")]
-JobId = Annotated[int, Path(ge=1, le=MAX_ID, description="job id")]
+ProgramId = Annotated[int, DecimalOnly, Path(ge=1, le=MAX_ID, description="program id")]
+JobId = Annotated[int, DecimalOnly, Path(ge=1, le=MAX_ID, description="job id")]
 
 
 # Names a request authenticated with the configured KERNEVO_API_TOKEN.

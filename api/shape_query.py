@@ -4,8 +4,9 @@
 
 :func:`shape_parameters` is a FastAPI dependency whose signature is built from the op registry
 (``seeds.ops``): one optional integer query parameter per shape parameter name of any op, so
-the OpenAPI document lists them, FastAPI refuses a value that is not an integer (a 422 naming
-the parameter), and a new op's parameters appear without a change here. :func:`op_shape` then
+the OpenAPI document lists them, a value not in decimal digits only is refused as the CLI
+refuses it (``api.query_params.DecimalOnly``: a 422 naming the parameter), and a new op's
+parameters appear without a change here. :func:`op_shape` then
 checks the given values against the one op asked for and refuses, as FastAPI's own validation
 errors (``loc``, ``msg``, ``type``, ``input``; ``api.validation`` shortens them), a parameter of
 the op that is missing, one that belongs to another op, a value outside its range, and a
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import Query
 from fastapi.exceptions import RequestValidationError
 
+from api.query_params import DecimalOnly
 from seeds import ops
 from seeds.ops import OpSpec, ShapeError
 
@@ -58,7 +60,7 @@ def _build() -> Callable[..., ShapeValues]:
             name,
             inspect.Parameter.KEYWORD_ONLY,
             default=None,
-            annotation=Annotated[int | None, Query(description=_description(name))],
+            annotation=Annotated[int | None, DecimalOnly, Query(description=_description(name))],
         )
         for name in ops.param_names()
     ]

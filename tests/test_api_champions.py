@@ -96,7 +96,9 @@ def test_a_champion_with_its_speedups_facts_and_history(
         ({"path": "trsm_blocked"}, 0),
         ({"op": "trsm", "path": "trsm_small_z64"}, 0),
         ({"dtype": "float32"}, 0),
-        ({"shape_bucket": "m16384n16384"}, 0),
+        ({"shape_bucket": "m2049_16384"}, 0),  # a bucket of trsm_blocked, no champion
+        ({"path": "trsm_small", "shape_bucket": "m64n64"}, 1),
+        ({"op": "trsm", "shape_bucket": "m64n64"}, 1),
     ],
 )
 def test_filters(api_client: TestClient, demo: DemoJob, params: dict[str, str], count: int) -> None:
@@ -119,6 +121,42 @@ def test_unknown_keys_are_422(api_client: TestClient, params: dict[str, str], de
     response = api_client.get("/v1/champions", params=params)
     assert response.status_code == 422
     assert detail in response.json()["detail"]
+
+
+H200_FLOAT64 = {"gpu": "nvidia-h200", "dtype": "float64"}
+
+
+@pytest.mark.parametrize(
+    ("params", "detail"),
+    [
+        # A fresh user's findings: each answered 200 [], as if no champion had been promoted.
+        ({**H200_FLOAT64, "path": "trsm_small", "shape_bucket": "nope"},
+         "unknown shape bucket 'nope' of path trsm_small; its buckets: m64n64"),
+        ({**H200_FLOAT64, "path": "trsm_blocked", "shape_bucket": "m64n64"},
+         "unknown shape bucket 'm64n64' of path trsm_blocked; its buckets: m128_2048, "
+         "m2049_16384"),
+        ({"op": "solve_tri", "shape_bucket": "m64n64"},
+         "unknown shape bucket 'm64n64' of path solve_tri; its buckets: n256_k128"),
+        ({"op": "trsm", "shape_bucket": "n256_k128"},
+         "unknown shape bucket 'n256_k128' of any path of op trsm; their buckets: trsm_small: "
+         "m64n64; trsm_small_z64: m64eq_n64; trsm_blocked: m128_2048, m2049_16384"),
+        ({"shape_bucket": "m16384n16384"},
+         "unknown shape bucket 'm16384n16384' of any path; their buckets: trsm_small: m64n64; "
+         "trsm_small_z64: m64eq_n64; trsm_blocked: m128_2048, m2049_16384; solve_tri: "
+         "n256_k128; band_bidiag: n1_2048, n2049_16384; trsm_small_batched: m64n64"),
+        # An op and a path that contradict each other.
+        ({**H200_FLOAT64, "op": "solve_tri", "path": "trsm_blocked"},
+         "path trsm_blocked implements trsm, not solve_tri"),
+        ({"op": "trsm", "path": "trsm_small_batched"},
+         "path trsm_small_batched implements trsm_batched, not trsm"),
+    ],
+)  # fmt: skip
+def test_filters_no_champion_can_match_are_422(
+    api_client: TestClient, params: dict[str, str], detail: str
+) -> None:
+    response = api_client.get("/v1/champions", params=params)
+    assert response.status_code == 422
+    assert response.json() == {"detail": detail}
 
 
 def test_a_champion_promoted_unsigned_before_certificates_says_so(

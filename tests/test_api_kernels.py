@@ -88,8 +88,8 @@ def test_empty_store_is_404(api_client: TestClient) -> None:
          "path trsm_blocked does not serve trsm float64 at m=64, n=64"),
         ({"m": 128, "n": 64, "path": "trsm_small"},
          "path trsm_small does not serve trsm float64 at m=128, n=64"),
-        ({"m": 64, "n": 8, "path": "trsm_small_z64"},
-         "path trsm_small_z64 does not serve trsm float64 at m=64, n=8"),
+        ({"m": 32, "n": 8, "dtype": "complex128", "path": "trsm_small_z64"},
+         "path trsm_small_z64 does not serve trsm complex128 at m=32, n=8"),
     ],
 )  # fmt: skip
 def test_unservable_requests_are_422_with_detail(
@@ -112,3 +112,78 @@ def test_a_gpu_name_past_256_characters_is_a_422_not_echoed(api_client: TestClie
     response = api_client.get(BEST, params={**QUERY, "gpu": "nvidia-" + "x" * 20_000})
     assert response.status_code == 422
     assert len(response.text) < 2000
+
+
+@pytest.mark.parametrize(
+    ("params", "detail"),
+    [
+        # A fresh user's finding: it read "path solve_tri does not serve trsm float64 at m=64,
+        # n=1", a shape problem; the path implements another op (kernevo export's words).
+        ({"m": 64, "n": 1, "path": "solve_tri"},
+         "path solve_tri does not implement trsm in float64 (it implements solve_tri in "
+         "float32)"),
+        ({"m": 64, "n": 1, "path": "band_bidiag"},
+         "path band_bidiag does not implement trsm in float64 (it implements band_bidiag in "
+         "float32, float64)"),
+        ({"m": 64, "n": 1, "path": "trsm_small_batched"},
+         "path trsm_small_batched does not implement trsm in float64 (it implements "
+         "trsm_batched in float32, float64, complex64, complex128)"),
+        # A path of the op without the dtype: not a shape it misses either.
+        ({"m": 64, "n": 8, "path": "trsm_small_z64"},
+         "path trsm_small_z64 does not implement trsm in float64 (it implements trsm in "
+         "complex128)"),
+        ({"op": "solve_tri", "dtype": "float32", "n": 64, "k": 6, "b2": 4, "b3": 2,
+          "m": None, "path": "trsm_blocked"},
+         "path trsm_blocked does not implement solve_tri in float32 (it implements trsm in "
+         "float32, float64, complex64, complex128)"),
+    ],
+)  # fmt: skip
+def test_a_path_of_another_op_or_dtype_is_a_422_saying_what_it_implements(
+    api_client: TestClient, params: dict[str, object], detail: str
+) -> None:
+    query = {k: v for k, v in {**QUERY, **params}.items() if v is not None}
+    response = api_client.get(BEST, params=query)
+    assert response.status_code == 422
+    assert response.json() == {"detail": detail}
+
+
+DIGITS_ONLY = "Input should be an integer in decimal digits only"
+TRSM_2049 = {"op": "trsm", "dtype": "float64", "gpu": "nvidia-h200", "m": "2049", "n": "1"}
+
+
+@pytest.mark.parametrize(
+    ("params", "name", "given"),
+    [
+        # A fresh user's finding: FastAPI's lax integers took all four (200), the CLI none.
+        ({}, "m", "20_49"),
+        ({}, "m", "2049.0"),
+        ({}, "m", "+2049"),
+        ({}, "m", " 2049 "),
+        ({}, "n", "1e0"),
+        ({}, "n", "\u0661"),  # ARABIC-INDIC DIGIT ONE: int() reads it
+        ({}, "n", ""),
+        ({"op": "solve_tri", "dtype": "float32", "m": None, "n": "64", "k": "6", "b2": "4",
+          "b3": "2"}, "b2", "+4"),
+        ({"op": "band_bidiag", "m": None, "n": "4096", "bandwidth": "3_2"}, "bandwidth", "3_2"),
+        ({"op": "trsm_batched", "m": "64", "n": "8", "batch": "8.0"}, "batch", "8.0"),
+    ],
+)  # fmt: skip
+def test_an_integer_not_in_decimal_digits_is_a_422_as_the_cli_refuses_it(
+    api_client: TestClient, params: dict[str, str | None], name: str, given: str
+) -> None:
+    query = {k: v for k, v in {**TRSM_2049, **params, name: given}.items() if v is not None}
+    response = api_client.get(BEST, params=query)
+    assert response.status_code == 422, response.text
+    issue = {"loc": ["query", name], "msg": DIGITS_ONLY, "type": "int_parsing", "input": given}
+    assert response.json() == {"detail": [issue]}
+
+
+def test_decimal_digits_still_answer_and_a_minus_sign_is_told_the_range(
+    api_client: TestClient,
+) -> None:
+    assert api_client.get(BEST, params=TRSM_2049).status_code == 404  # no champion: valid
+    assert api_client.get(BEST, params={**TRSM_2049, "m": "02049"}).status_code == 404
+    response = api_client.get(BEST, params={**TRSM_2049, "n": "-1"})
+    assert response.status_code == 422
+    [issue] = response.json()["detail"]
+    assert (issue["loc"], issue["type"]) == (["query", "n"], "value_out_of_range")

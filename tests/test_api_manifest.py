@@ -142,8 +142,14 @@ def test_if_none_match_answers_304_until_a_champion_changes(
         ({"gpu": " -- "}, "not a GPU name"),
         ({"gpu": "nvidia-h200", "path": "gemm_big"}, "gemm_big"),
         ({"gpu": "nvidia-h200", "dtype": "float16"}, "unknown dtype 'float16'"),
+        # An op and a path that contradict each other (a fresh user's finding: 200 []).
+        ({"gpu": "nvidia-h200", "op": "solve_tri", "path": "trsm_blocked"},
+         "path trsm_blocked implements trsm, not solve_tri"),
+        ({"gpu": "nvidia-h200", "op": "band_bidiag", "path": "solve_tri", "dtype": "float32"},
+         "path solve_tri implements solve_tri, not band_bidiag"),
+        ({"gpu": "nvidia-h200", "op": "gemm", "path": "trsm_small"}, "unknown op 'gemm'"),
     ],
-)
+)  # fmt: skip
 def test_unservable_manifest_requests_are_422(
     api_client: TestClient, params: dict[str, str], detail: str
 ) -> None:
@@ -151,6 +157,17 @@ def test_unservable_manifest_requests_are_422(
     assert response.status_code == 422
     assert detail in response.json()["detail"]
     assert api_client.get(MANIFEST).status_code == 422  # gpu is required
+
+
+def test_an_op_and_a_path_of_another_op_is_a_422_not_an_empty_manifest(
+    api_client: TestClient,
+) -> None:
+    """A fresh user's finding: ``op=solve_tri&path=trsm_blocked`` answered 200 with no
+    champions, which reads as none promoted yet."""
+    params = {"gpu": "nvidia-h200", "op": "solve_tri", "path": "trsm_blocked"}
+    response = api_client.get(MANIFEST, params=params)
+    assert response.status_code == 422
+    assert response.json() == {"detail": "path trsm_blocked implements trsm, not solve_tri"}
 
 
 @pytest.mark.parametrize(

@@ -116,3 +116,36 @@ def test_repository_and_database_errors_quoting_client_text_still_encode() -> No
         assert response.status_code == status
         detail = json.loads(response.body)["detail"]
         assert "\\u" in detail and "\n" not in detail
+
+
+DIGITS_ONLY = "Input should be an integer in decimal digits only"
+
+
+@pytest.mark.parametrize(
+    ("url", "loc", "given"),
+    [
+        ("/v1/programs?limit=%2B5", ["query", "limit"], "+5"),
+        ("/v1/programs?offset=1.0", ["query", "offset"], "1.0"),
+        ("/v1/programs?job_id=1_0", ["query", "job_id"], "1_0"),
+        ("/v1/programs?island=%200", ["query", "island"], " 0"),
+        ("/v1/jobs?limit=1e2", ["query", "limit"], "1e2"),
+        ("/v1/jobs?offset=0x0", ["query", "offset"], "0x0"),
+        ("/v1/jobs/1.0", ["path", "job_id"], "1.0"),
+        ("/v1/jobs/+1/lineage", ["path", "job_id"], "+1"),
+        ("/v1/jobs/1/lineage?limit=5%20", ["query", "limit"], "5 "),
+        ("/v1/programs/1_0", ["path", "program_id"], "1_0"),
+        ("/v1/programs/1/diff?", None, None),  # decimal digits: read (404: no such program)
+    ],
+)
+def test_every_integer_parameter_takes_decimal_digits_only(
+    api_client: TestClient, api_token: str, url: str, loc: list[str] | None, given: str | None
+) -> None:
+    """FastAPI's lax integers took ``+5``, ``1_0``, ``1.0`` and `` 0``, which the CLI refuses
+    (``decimal digits only``): every integer of a request is read as the CLI reads one."""
+    response = api_client.get(url, headers={"Authorization": f"Bearer {api_token}"})
+    if loc is None:
+        assert response.status_code == 404, response.text
+        return
+    assert response.status_code == 422, response.text
+    issue = {"loc": loc, "msg": DIGITS_ONLY, "type": "int_parsing", "input": given}
+    assert response.json() == {"detail": [issue]}

@@ -20,13 +20,14 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from api.deps import KernelsScope, SessionDep
+from api.key_filters import FilterError, allowed_paths, check_bucket
 from api.pagination import TOTAL_HEADER, total_header
 from api.responses import KERNELS_ERRORS
 from api.schemas_champions import ChampionSummary, PromotionOut
 from api.validation import refuse_control_characters
 from db.models import Champion, ChampionPromotion, Program
 from seeds.hardware import normalize_gpu_name
-from seeds.registry import OPS, PATHS, UnknownOpError, UnknownPathError, get_path
+from seeds.registry import PATHS, UnknownOpError, UnknownPathError
 from seeds.spec import UnknownDtypeError, check_dtype
 
 router = APIRouter(tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS)
@@ -34,26 +35,10 @@ router = APIRouter(tags=["kernels"], dependencies=[KernelsScope], responses=KERN
 Key = tuple[str, str, str, str]  # (gpu_key, path, dtype, shape_bucket)
 
 
-def _paths(op: str | None, path: str | None) -> list[str] | None:
-    """The paths the filters allow (``None``: any).
-
-    Raises:
-        UnknownOpError, UnknownPathError: an op or path the registry does not know.
-    """
-    if path is not None:
-        get_path(path)
-    if op is None:
-        return None if path is None else [path]
-    if op not in OPS:
-        raise UnknownOpError(f"unknown op {op!r}; known ops: {', '.join(OPS)}")
-    of_op = [p for p, spec in PATHS.items() if spec.op == op]
-    return [p for p in of_op if path is None or p == path]
-
-
 @dataclass(frozen=True)
 class KeyFilter:
     """Which champion keys a request asks for (``None``: any); ``paths`` from the op and path
-    filters (``_paths``)."""
+    filters (``api.key_filters.allowed_paths``)."""
 
     gpu_key: str | None
     paths: list[str] | None
@@ -114,15 +99,17 @@ def champions(
 
     Raises:
         HTTPException: 422 for an invalid GPU name (no letter or digit, or a control
-            character), or an unknown op, path or dtype.
+            character), an unknown op, path or dtype, a path of another op than ``op``, or a
+            shape bucket that no path allowed has (``api.key_filters``).
     """
     refuse_control_characters("gpu", gpu)  # never rewritten into another name
     try:
         gpu_key = normalize_gpu_name(gpu) if gpu is not None else None
-        paths = _paths(op, path)
+        paths = allowed_paths(op, path)
+        check_bucket(shape_bucket, paths, op)
         if dtype is not None:
             check_dtype(dtype)
-    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError) as exc:
+    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     keys = KeyFilter(gpu_key=gpu_key, paths=paths, dtype=dtype, shape_bucket=shape_bucket)
     query = (

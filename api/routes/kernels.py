@@ -71,8 +71,9 @@ def best_kernel(
     the op's parameters give on ``gpu`` (only ``path``'s when given), with the paths compared.
 
     Raises:
-        HTTPException: 422 for an unknown op, dtype or path, an invalid GPU name, or a shape no
-            path (or not ``path``) serves; 404 when no serving path has a champion for this GPU.
+        HTTPException: 422 for an unknown op, dtype or path, a path that does not implement
+            ``op`` in ``dtype``, an invalid GPU name, or a shape no path (or not ``path``)
+            serves; 404 when no serving path has a champion for this GPU.
         RequestValidationError: 422 for a shape parameter of the op missing, one of another
             op, or a value outside its range (``api.shape_query.op_shape``).
     """
@@ -88,7 +89,7 @@ def best_kernel(
         check_dtype(dtype, spec.dtypes, owner=f"op {op}")
         routes = route(op, dtype, *values)
         if path is not None:
-            get_path(path)
+            _implements(path, op, dtype)
     except (UnknownOpError, UnknownDtypeError, UnknownPathError) as exc:
         raise HTTPException(_UNPROCESSABLE, detail=str(exc)) from exc
     if path is not None:
@@ -130,6 +131,26 @@ def best_kernel(
         candidates=_candidates(champions, compared, winner),
         compared_by=rule,
     )
+
+
+def _implements(path: str, op: str, dtype: str) -> None:
+    """Refuse ``path`` when it does not implement ``op`` in ``dtype`` at all, in the CLI's words
+    (``kernevo export --path``), so that the 422 does not read as a shape it misses.
+
+    Raises:
+        UnknownPathError: ``path`` is not a path of the registry.
+        HTTPException: 422 ``path solve_tri does not implement trsm in float64 (it implements
+            solve_tri in float32)``.
+    """
+    spec = get_path(path)
+    if spec.op != op or dtype not in spec.dtypes:
+        raise HTTPException(
+            _UNPROCESSABLE,
+            detail=(
+                f"path {path} does not implement {op} in {dtype} "
+                f"(it implements {spec.op} in {', '.join(spec.dtypes)})"
+            ),
+        )
 
 
 def _candidates(

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.deps import JobId, ProgramId, ReadScope, SessionDep
+from api.query_params import DecimalOnly
 from api.responses import NOT_FOUND, READ_ERRORS
 from api.schemas_lineage import LineageOut, ProgramDiffOut, ProgramState
 from api.source_diff import SourceDiff, source_diff
@@ -36,6 +37,7 @@ def job_lineage(
     s: SessionDep,
     limit: Annotated[
         int,
+        DecimalOnly,
         Query(ge=1, le=MAX_NODES, description=f"programs at most, oldest first (1..{MAX_NODES})"),
     ] = DEFAULT_NODES,
 ) -> LineageOut:

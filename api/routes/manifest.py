@@ -23,11 +23,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from api.deps import KernelsScope, SessionDep
+from api.key_filters import FilterError, allowed_paths
 from api.responses import KERNELS_ERRORS
 from api.schemas import ChampionOut, ManifestOut
 from db.models import Champion, Program
 from seeds.hardware import normalize_gpu_name
-from seeds.registry import PATHS, UnknownOpError, UnknownPathError, get_op, get_path
+from seeds.registry import PATHS, UnknownOpError, UnknownPathError
 from seeds.spec import UnknownDtypeError, check_dtype
 
 router = APIRouter(tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS)
@@ -147,17 +148,15 @@ def manifest(
     names the current ``ETag``.
 
     Raises:
-        HTTPException: 422 for an invalid GPU name, or an unknown op, path or dtype.
+        HTTPException: 422 for an invalid GPU name, an unknown op, path or dtype, or a path of
+            another op than ``op``.
     """
     try:
         gpu_key = normalize_gpu_name(gpu)
-        if path is not None:
-            get_path(path)
+        allowed_paths(op, path)  # a path of another op than op is refused
         if dtype is not None:
             check_dtype(dtype)
-        if op is not None:
-            get_op(op)
-    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError) as exc:
+    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     headers = {"Cache-Control": CACHE_CONTROL}
     if if_none_match is not None:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response
 
 from api.deps import MAX_ID, ProgramId, ReadScope, SessionDep
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
+from api.query_params import DecimalOnly
 from api.responses import NOT_FOUND, READ_ERRORS
 from api.schemas import ProgramDetail, ProgramListItem, ProgramSummary
 from db.listing import list_programs
@@ -27,8 +28,12 @@ MAX_ISLAND = 1_000_000
 def programs(
     s: SessionDep,
     response: Response,
-    job_id: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only this job's")] = None,
-    island: Annotated[int | None, Query(ge=0, le=MAX_ISLAND, description="only this one")] = None,
+    job_id: Annotated[
+        int | None, DecimalOnly, Query(ge=1, le=MAX_ID, description="only this job's")
+    ] = None,
+    island: Annotated[
+        int | None, DecimalOnly, Query(ge=0, le=MAX_ISLAND, description="only this one")
+    ] = None,
     state: Annotated[
         Literal["scored", "failed", "verified", "unevaluated"] | None,
         Query(description="the latest evaluation's state; unevaluated: none yet"),
