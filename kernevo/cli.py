@@ -551,13 +551,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from evolver.store import open_store
 
     url = _store_url(args)
-    # Migrate to the head first (the service never alters the schema); another application's
-    # database is refused here, nothing written (db.migrate.schema_problem).
-    open_store(url).dispose()
-    # Bind here, so a port in use or an unknown host is one line (uvicorn would log it and
-    # exit 3).
+    # Bind first, so a port in use or a host that is not this machine's is one line (uvicorn
+    # would log it and exit 3) and leaves nothing behind: no database created or migrated.
     sock = _listen(args.host, args.port)
     try:
+        # Migrate to the head before serving (the service never alters the schema); another
+        # application's database is refused here, nothing written (db.migrate.schema_problem).
+        open_store(url).dispose()
         config = uvicorn.Config(create_app(url), host=args.host, port=args.port)
         server = uvicorn.Server(config)
         scheme_host = f"[{args.host}]" if ":" in args.host else args.host
@@ -665,7 +665,6 @@ _port = _int_in(1, 65535, "a port number")
 _count = _int_in(1, 2**31 - 1, "a positive integer")
 # Database ids are 32-bit on PostgreSQL.
 _job_id = _int_in(1, 2**31 - 1, "a job id")
-_dimension = _int_in(1, 2**31 - 1, "a matrix dimension")
 
 # Lengths past which an argument is a mistake rather than a value: names (paths, dtypes, GPU
 # names, models) are short identifiers; URLs and file paths get Linux's PATH_MAX.
@@ -979,32 +978,71 @@ def _op_has_dtype(args: argparse.Namespace) -> None:
         args.parser.error(f"argument --dtype: {error}")
 
 
-def _shape_values(text: str) -> dict[str, int]:
-    """An argparse type: ``--shape n=64,k=6,b2=4,b3=2``, an op's shape parameters by name, each
-    value an integer in plain decimal digits (:func:`_decimal`, as every integer option). Which
-    op's parameters, and each value's range, are checked with ``--op`` (:func:`_best_shape`:
-    the op's own range, ``solve_tri takes 1 <= n <= 2147483647``); the value is at most 256
-    characters here (``_text``), so converting it is cheap."""
-    values: dict[str, int] = {}
+# A shape parameter's name in ``--shape`` (seeds.ops.spec's rule for parameter names).
+_PARAM_NAME = re.compile(r"[a-z][a-z0-9]{0,15}")
+# Digits past which a shape value is not converted to an int: it is out of every op's range.
+_SHAPE_DIGITS_MAX = 30
+
+
+def _shape_number(text: str, name: str) -> str:
+    """A shape value of the parameter ``name`` as given (``--shape``'s values, ``--m``, ``--n``):
+    plain decimal digits (:data:`_DECIMAL`: no space, sign or separator; a minus sign is read,
+    so that a negative value is told the range). Its range is the op's, known once ``--op`` is
+    (:func:`_shape_problems`), so the text is kept as it is until then.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else, in one wording for every way of giving a
+            shape value: ``expected an integer value of m, not ' 4096' (decimal digits only)``.
+    """
+    if not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"expected an integer value of {name}, not {shorten(text)!r} ({_DIGITS_ONLY})"
+        )
+    return text
+
+
+def _dimension(name: str) -> Callable[[str], str]:
+    """``best --m`` and ``--n``'s argparse type: :func:`_shape_number` of ``name``, the value
+    then checked as ``--shape``'s (the same range, the op's, and the same words)."""
+
+    def parse(text: str) -> str:
+        return _shape_number(text, name)
+
+    return parse
+
+
+def _shape_values(text: str) -> dict[str, str]:
+    """An argparse type: ``--shape n=64,k=6,b2=4,b3=2``, an op's shape parameters by name, as
+    written: no space anywhere (`` m=4096`` and ``m= 4096`` are refused, as ``--m ' 4096'``
+    is), each value in plain decimal digits (:func:`_shape_number`). Which op's parameters,
+    and each value's range, are checked with ``--op`` (:func:`_best_shape`: the op's own range,
+    ``solve_tri takes 1 <= n <= 2147483647``); the text is at most 256 characters
+    (``_text``)."""
+    values: dict[str, str] = {}
     for item in _text("a shape")(text).split(","):
-        name, equals, number = item.strip().partition("=")
-        name = name.strip()
-        if not equals or not re.fullmatch(r"[a-z][a-z0-9]{0,15}", name):
+        name, equals, number = item.partition("=")
+        if not equals:
             raise argparse.ArgumentTypeError(
                 f"expected name=value pairs such as n=64,k=6, not {shorten(text)!r}"
             )
+        if not _PARAM_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"expected a parameter name such as n or b2, not {shorten(name)!r} (lowercase "
+                "letters and digits only)"
+            )
         if name in values:
             raise argparse.ArgumentTypeError(f"{name} given twice in --shape")
-        values[name] = _decimal(number.strip(), f"an integer value of {name}")
+        values[name] = _shape_number(number, name)
     return values
 
 
 def _best_shape(args: argparse.Namespace) -> dict[str, int]:
     """The shape ``kernevo best`` asks for, by parameter name in the op's order: ``--shape``'s
-    pairs, with ``--m`` and ``--n`` as the parameters ``m`` and ``n`` (trsm's two), checked
-    against the op (:func:`_shape_problems`, then ``seeds.ops.OpSpec.shape_from`` for the
-    relations between valid values). Refused as a usage error (exit 2), every problem in one
-    line, as ``GET /v1/kernels/best``'s 422 names them all."""
+    pairs, with ``--m`` and ``--n`` as the parameters ``m`` and ``n`` (trsm's and
+    trsm_batched's), checked against the op alike (:func:`_shape_problems`: the op's ranges,
+    ``seeds.ops``; then ``seeds.ops.OpSpec.shape_from`` for the relations between valid
+    values). Refused as a usage error (exit 2), every problem in one line, as ``GET
+    /v1/kernels/best``'s 422 names them all."""
     from seeds.ops import ShapeError, get_op
 
     values = dict(args.shape or {})
@@ -1020,18 +1058,20 @@ def _best_shape(args: argparse.Namespace) -> dict[str, int]:
     if problems:
         args.parser.error(f"{'; '.join(problems)} {usage}")
     try:
-        shape = spec.shape_from(values)
+        shape = spec.shape_from({name: int(text) for name, text in values.items()})
     except ShapeError as error:
         args.parser.error(f"{error} {usage}")
     return dict(zip(spec.param_names, shape, strict=True))
 
 
-def _shape_problems(spec: Any, values: dict[str, int]) -> list[str]:
-    """Every problem of the shape ``values`` (parameter name → value) for the op ``spec``
-    (a ``seeds.ops.OpSpec``), those ``api.shape_query.op_shape`` finds: each name that is not
-    one of the op's parameters, the missing parameters together (``solve_tri needs k (…), b2
-    (…) and b3 (…)``), each value outside its parameter's range. Empty when every
-    parameter is given and in range (a relation between them is ``shape_from``'s to check)."""
+def _shape_problems(spec: Any, values: dict[str, str]) -> list[str]:
+    """Every problem of the shape ``values`` (parameter name → its decimal text) for the op
+    ``spec`` (a ``seeds.ops.OpSpec``), those ``api.shape_query.op_shape`` finds: each name that
+    is not one of the op's parameters, the missing parameters together (``solve_tri needs k
+    (…), b2 (…) and b3 (…)``), each value outside its parameter's range (``ShapeParam``'s own
+    words; a value of more than 30 digits is told by its length, not converted). Empty when
+    every parameter is given and in range (a relation between them is ``shape_from``'s to
+    check)."""
     problems = [
         f"{name} is not a shape parameter of {spec.name} "
         f"(its parameters: {', '.join(spec.param_names)})"
@@ -1042,12 +1082,54 @@ def _shape_problems(spec: Any, values: dict[str, int]) -> list[str]:
     if missing:
         listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
         problems.append(f"{spec.name} needs {listed}")
-    problems += [
-        problem
-        for p in spec.params
-        if p.name in values and (problem := p.out_of_range(values[p.name], spec.name))
-    ]
+    for p in spec.params:
+        text = values.get(p.name)
+        if text is None:
+            continue
+        digits = len(text.removeprefix("-"))
+        if digits > _SHAPE_DIGITS_MAX:
+            problems.append(
+                f"{p.name} is out of range: {spec.name} takes {p.low} <= {p.name} <= {p.high} "
+                f"({p.meaning}), not a {digits}-digit number"
+            )
+        elif problem := p.out_of_range(int(text), spec.name):
+            problems.append(problem)
     return problems
+
+
+def _param_ranges(spec: Any) -> str:
+    """The op's shape parameters with their ranges, for a help text: ``m,n 1..64, batch
+    1..2147483647`` (neighbours of one range together)."""
+    groups: list[tuple[list[str], str]] = []
+    for p in spec.params:
+        bounds = f"{p.low}..{p.high}"
+        if groups and groups[-1][1] == bounds:
+            groups[-1][0].append(p.name)
+        else:
+            groups.append(([p.name], bounds))
+    return ", ".join(f"{','.join(names)} {bounds}" for names, bounds in groups)
+
+
+def _shape_help() -> str:
+    """``best --shape``'s help: each op's parameters and ranges, from ``seeds.ops``."""
+    from seeds.ops import OPS
+
+    ranges = "; ".join(f"{name} {_param_ranges(spec)}" for name, spec in OPS.items())
+    return (
+        "the op's shape parameters by name, name=value pairs without spaces, each value in "
+        f"decimal digits within its range: {ranges} (e.g. --op solve_tri --shape "
+        "n=64,k=6,b2=4,b3=2; m and n also as --m, --n)"
+    )
+
+
+def _dimension_help(name: str) -> str:
+    """``best --m``/``--n``'s help: the range of ``name`` in each op that has it."""
+    from seeds.ops import OPS
+
+    ranges = [
+        f"{op} {p.low}..{p.high}" for op, spec in OPS.items() for p in spec.params if p.name == name
+    ]
+    return f"{name}, as --shape {name}=… (decimal digits): {', '.join(ranges)}"
 
 
 def _best_lines(kernel: dict[str, Any], args: argparse.Namespace, gpu_key: str) -> list[str]:
@@ -1223,15 +1305,25 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.interval is not None and not args.watch:
         args.parser.error("--interval is --watch's refresh; add --watch or leave it out")
     rows = _job_rows(args)
-    if rows and args.watch:
-        from evolver.watch import watch_jobs
-
+    if args.watch:
         interval = DEFAULT_WATCH_INTERVAL_S if args.interval is None else args.interval
-        watch_jobs(lambda: _job_rows(args), interval_s=interval)
-        return 0
+        _watch_jobs(args, rows, interval)
+    else:
+        print("\n".join(_jobs_lines(args, rows)))
+    return 0
+
+
+def _jobs_lines(args: argparse.Namespace, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """``kernevo jobs``'s output for ``rows``, the one renderer of the plain listing and of
+    ``--watch``'s frames: the table (path/bucket, dtype, GPU, state, heartbeat age, iteration,
+    best, speedup, programs, last failure, backend/model), then a ``job N failed: <reason>``
+    line per failed job and the stale jobs' hints; ``no jobs`` when there is none.
+
+    Raises:
+        CliError: a service's row lacks a field or holds one of the wrong type (``--api-url``).
+    """
     if not rows:
-        print("no jobs")
-        return 0
+        return ["no jobs"]
     try:
         # The path column fits its longest path/bucket (trsm_small_batched/m64n64 is 25).
         width = max(14, *(len(_path_bucket(row)) for row in rows))
@@ -1245,10 +1337,53 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         if not args.api_url:
             raise
         raise _malformed(f"{args.api_url.rstrip('/')}/v1/jobs", error) from None
-    print("\n".join(lines))
-    for line in [*_failure_lines(rows), *_stale_hints(rows)]:
-        print(line)
-    return 0
+    return [*lines, *_failure_lines(rows), *_stale_hints(rows)]
+
+
+def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s: float) -> None:
+    """``kernevo jobs --watch``: :func:`_jobs_lines` of ``rows``, then of a new fetch every
+    ``interval_s`` seconds, until no listed job is waiting or running (a stale one counts as
+    running: a worker takes it back; ``evolver.watch.active``) or Ctrl-C. On a terminal each
+    frame is redrawn in place (rich ``Live``), every line cut at the terminal's right edge so
+    that a frame keeps its height; anywhere else (a pipe, a file, a CI log) only the last
+    frame is printed, as plain ``kernevo jobs`` prints it."""
+    import time
+
+    from rich.live import Live
+    from rich.text import Text
+
+    from evolver.watch import active
+
+    console = _watch_console()
+    if not console.is_terminal:
+        try:
+            while active(rows):
+                time.sleep(interval_s)
+                rows = _job_rows(args)
+        except KeyboardInterrupt:
+            pass  # leaving the watch is not an error: the last rows fetched are printed
+        print("\n".join(_jobs_lines(args, rows)))
+        return
+
+    def frame(rows: Sequence[dict[str, Any]]) -> Text:
+        text = "\n".join(_jobs_lines(args, rows))
+        return Text(text, no_wrap=True, overflow="crop", end="")
+
+    try:
+        with Live(frame(rows), console=console, auto_refresh=False) as live:
+            while active(rows):
+                time.sleep(interval_s)
+                rows = _job_rows(args)
+                live.update(frame(rows), refresh=True)
+    except KeyboardInterrupt:
+        pass  # leaving the watch is not an error
+
+
+def _watch_console() -> Any:
+    """The rich console ``jobs --watch`` draws on: stdout's (a test gives a terminal's)."""
+    from rich.console import Console
+
+    return Console()
 
 
 def _failure_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -1889,15 +2024,9 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument(
         "--dtype", type=_dtype, required=True, help="float32 | float64 | complex64 | complex128"
     )
-    best.add_argument(
-        "--shape",
-        type=_shape_values,
-        help="the op's shape parameters by name, in decimal digits: n=64,k=6,b2=4,b3=2 "
-        "(solve_tri), n=4096,bandwidth=32 (band_bidiag), m=32,n=32,batch=1000 (trsm_batched; "
-        "m, n 1..64), m=64,n=64 (trsm; or --m, --n)",
-    )
-    best.add_argument("--m", type=_dimension, help="m (trsm: rows of A and B), 1..2147483647")
-    best.add_argument("--n", type=_dimension, help="n (trsm: columns of B), 1..2147483647")
+    best.add_argument("--shape", type=_shape_values, help=_shape_help())
+    best.add_argument("--m", type=_dimension("m"), help=_dimension_help("m"))
+    best.add_argument("--n", type=_dimension("n"), help=_dimension_help("n"))
     _add_gpu_arguments(best)
     best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_cmd_best)

@@ -73,8 +73,8 @@ def test_evolve_help_lists_every_path() -> None:
         ("worker", "--in-flight", "1..4096"),
         ("evolve", "--in-flight", "1..4096"),
         ("jobs", "--limit", "1..2147483647"),
-        ("best", "--m", "1..2147483647"),
-        ("best", "--n", "1..2147483647"),
+        ("best", "--m", "trsm 0..2147483647, trsm_batched 1..64"),
+        ("best", "--n", "trsm 0..2147483647, solve_tri 1..2147483647"),
         ("bench-loader", "--shapes", "1..2147483647"),
     ],
 )

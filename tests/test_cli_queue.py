@@ -4,6 +4,7 @@ refusals: what they write, and one line on stderr for every error."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -296,8 +297,8 @@ def test_export_of_a_missing_database_is_one_line(
 def test_jobs_watch_ends_when_no_job_is_active(
     capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str
 ) -> None:
-    """A running job that completes while watched: the watch redraws, then ends by itself,
-    its last table showing the finished job with a full bar."""
+    """A running job that completes while watched: the watch fetches again, then ends by
+    itself; off a terminal it prints its last listing, exactly plain ``kernevo jobs``'s."""
     job_id = _enqueue(engine, iterations=8)
     with session_scope(engine) as s:
         queue.claim_job(s, worker="host:1:ab", accepts=(queue.NO_GPU,), gpu_key="none",
@@ -319,8 +320,11 @@ def test_jobs_watch_ends_when_no_job_is_active(
     assert (code, err) == (0, "")
     assert time.monotonic() - started < 30
     assert "complete" in out and "8/8" in out and "1.250" in out
-    assert "host:1:ab (1)" in out
-    assert "━" in out  # the progress bar (rich's bar character)
+    assert "trsm_small/m64n64" in out  # the shape bucket, as the plain listing shows it
+    code, plain, err = _run(capsys, "jobs", "--database-url", fresh_database_url)
+    assert (code, err) == (0, "")
+    beat = re.compile(r"(?<= )\d+[smhd](?= )")  # the heartbeat's age grows meanwhile
+    assert beat.sub("?", out) == beat.sub("?", plain)
 
 
 def test_jobs_watch_of_no_jobs_says_so(
