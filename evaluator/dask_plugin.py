@@ -33,10 +33,10 @@ from distributed import WorkerPlugin, get_worker
 
 from evaluator.candidate import evaluate_candidate
 from evaluator.champion import ChampionReport, verify_champion
+from evaluator.ncu_profile import attach_profile
 from evaluator.new_best import MemcheckOutcome, memcheck
 from evaluator.parent_context import Parent
 from evaluator.pipeline import Evaluator
-from evaluator.profile import attach_profile
 from evaluator.report import EvaluationReport
 from evaluator.worker import GpuWorker
 
@@ -239,7 +239,7 @@ def run_memcheck(context: JobContext, cubin: bytes) -> MemcheckOutcome:
 
 def run_profile(context: JobContext, report_json: str, cubin: bytes) -> str:
     """``report_json`` with the Nsight Compute profile of ``cubin`` attached on this worker's
-    GPU (``evaluator.profile.attach_profile``; nothing on a compile-only worker).
+    GPU (``evaluator.ncu_profile.attach_profile``; nothing on a compile-only worker).
 
     Raises:
         NoPluginError, WrongWorkerError: as :func:`run_evaluation`.

@@ -36,10 +36,10 @@ from pathlib import Path
 from openevolve.evaluation_result import EvaluationResult
 
 from evaluator.candidate import evaluate_candidate, hold_to_parent
+from evaluator.ncu_profile import attach_profile
 from evaluator.new_best import JobBest, gate_new_best, memcheck
 from evaluator.parent_context import current_parent
 from evaluator.pipeline import Evaluator
-from evaluator.profile import attach_profile
 from evaluator.report import CheckFailure, EvaluationReport
 
 __all__ = ["evaluate", "evaluate_stage1", "evaluate_stage2", "hold_to_parent", "read_program"]

@@ -227,9 +227,9 @@ def evaluator_hard_limit_s() -> float:
     compiling. OpenEvolve's ``evaluator_timeout_s`` must exceed it. Compile-only jobs are
     held to the same bound: one rule for every job file, whichever machine runs it."""
     from evaluator.compile_sandbox import START_TIMEOUT_S, WALL_LIMIT_S
+    from evaluator.ncu_profile import PROFILE_TIMEOUT_S
     from evaluator.new_best import MEMCHECK_TIMEOUT_S
     from evaluator.pipeline import FULL_TIMEOUT_S, QUICK_TIMEOUT_S
-    from evaluator.profile import PROFILE_TIMEOUT_S
 
     # A compile may first have to start a fresh compiler child (after an overrun); its CPU-time
     # limit ends within the wall-clock backstop.

@@ -1,5 +1,9 @@
 """A few Nsight Compute metrics for candidates that pass, fed back to the LLM.
 
+Not named ``profile``: OpenEvolve puts this folder on ``sys.path`` of the job process (it loads
+``evaluator/openevolve_entry.py`` by file), where a ``profile.py`` here would shadow the
+standard library's, which ``cProfile`` imports (``KERNEVO_PROFILE_DIR``, evaluator.worker).
+
 Profiling costs seconds per candidate, so only a candidate that becomes the job's best is
 profiled (``evaluator.openevolve_entry``, after ``evaluator.new_best.gate_new_best``). Runs only
 where `ncu` exists and can read the counters; otherwise the report notes why it has no profile.
