@@ -450,8 +450,20 @@ def _timing_line(t: ShapeTimingSummary, params: list[str] | None = None) -> str:
     if t.speedup_low is not None and t.speedup_high is not None:
         line += f" [{t.speedup_low:.2f}, {t.speedup_high:.2f}]"
     if t.faster_than_baseline is not None:
-        line += ", beats the noise floor" if t.faster_than_baseline else ", within the noise"
+        line += f", {_verdict(t)}"
     return line
+
+
+def _verdict(t: ShapeTimingSummary) -> str:
+    """Faster than the baseline beyond the noise floor, slower beyond it (the interval's top
+    times 1 + floor below 1: ``evaluator.score``'s "slower", which routing honours: such a
+    shape is served by the library), or within the noise."""
+    if t.faster_than_baseline:
+        return "beats the noise floor"
+    high, floor = t.speedup_high, t.noise_floor or 0.0
+    if high is not None and high * (1 + floor) < 1:
+        return "slower beyond the noise (the library serves this shape)"
+    return "within the noise"
 
 
 def certified_metrics(document: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -948,9 +948,12 @@ def _cmd_best(args: argparse.Namespace) -> int:
         kernel = _get_json(f"{base}/v1/kernels/best", params)
     except CliError as error:
         said = str(error)
-        if "no champion yet" not in said and "no path serves" not in said:
+        # The service's answers that no kernel serves this shape: no champion, no path, or
+        # every champion timed slower than the library there (api.routes.kernels).
+        library_answers = ("no champion yet", "no path serves", "was measured slower than")
+        if not any(answer in said for answer in library_answers):
             raise  # not the service's answer that this shape has no kernel
-        # No champion, or no path, for this shape: say what an application gets there.
+        # Say what an application gets there.
         from seeds.ops import get_op
 
         fallback = get_op(args.op).fallback_library
@@ -1345,8 +1348,9 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
     ``interval_s`` seconds, until no listed job is waiting or running (a stale one counts as
     running: a worker takes it back; ``evolver.watch.active``) or Ctrl-C. On a terminal each
     frame is redrawn in place (rich ``Live``), every line cut at the terminal's right edge so
-    that a frame keeps its height; anywhere else (a pipe, a file, a CI log) only the last
-    frame is printed, as plain ``kernevo jobs`` prints it."""
+    that a frame keeps its height, and the last listing is printed whole at the end; anywhere
+    else (a pipe, a file, a CI log) only the last frame is printed, as plain ``kernevo jobs``
+    prints it."""
     import time
 
     from rich.live import Live
@@ -1370,13 +1374,16 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
         return Text(text, no_wrap=True, overflow="crop", end="")
 
     try:
-        with Live(frame(rows), console=console, auto_refresh=False) as live:
+        # Transient: the frames (cut at the terminal's edge) are erased at the end, and the last
+        # listing is printed whole, as plain ``kernevo jobs`` prints it, to stay on screen.
+        with Live(frame(rows), console=console, auto_refresh=False, transient=True) as live:
             while active(rows):
                 time.sleep(interval_s)
                 rows = _job_rows(args)
                 live.update(frame(rows), refresh=True)
     except KeyboardInterrupt:
         pass  # leaving the watch is not an error
+    console.print("\n".join(_jobs_lines(args, rows)), soft_wrap=True, markup=False, highlight=False)
 
 
 def _watch_console() -> Any:
@@ -2046,7 +2053,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument(
         "--watch",
         action="store_true",
-        help="redraw with a progress bar per job until none is waiting or running (Ctrl-C ends)",
+        help="redraw the table until no job is waiting or running (Ctrl-C ends)",
     )
     jobs.add_argument(
         "--interval",

@@ -42,6 +42,8 @@ from kernevo.certificate import (
     REQUIRED_CHECKS,
     SANITIZER_TOOL_NAMES,
     Certificate,
+    ShapeTimingSummary,
+    _timing_line,
     canonical_json,
     certificate_sha256,
     compare_toolkit,
@@ -179,6 +181,27 @@ def test_issue_6_checks_and_timing_fields_are_certified_when_measured() -> None:
     assert "no noise floor measured" not in text
     summary = "\n".join(cert.summary())
     assert "[2.70, 3.20], beats the noise floor" in summary and "noise floor 3.0%" in summary
+
+
+@pytest.mark.parametrize(
+    ("median", "low", "high", "faster", "verdict"),
+    [
+        (50.0, 1.9, 2.1, True, "beats the noise floor"),
+        (100.0, 0.99, 1.01, False, "within the noise"),
+        # RESULTS 22's 129 x 8192: 0.978x, interval up to 0.979, floor 0.2 %: the router sends
+        # that shape to the library, so the summary must not call it "within the noise".
+        (102.25, 0.977, 0.979, False, "slower beyond the noise (the library serves this shape)"),
+    ],
+)
+def test_a_timing_line_says_faster_slower_or_within_the_noise(
+    median: float, low: float, high: float, faster: bool, verdict: str
+) -> None:
+    timing = ShapeTimingSummary(
+        m=129, n=8192, median_us=median, iqr_us=0.1, baseline_median_us=100.0,
+        baseline_iqr_us=0.1, speedup=100.0 / median, speedup_low=low, speedup_high=high,
+        noise_floor=0.002, faster_than_baseline=faster, plausibility_floor_us=1.0,
+    )  # fmt: skip
+    assert _timing_line(timing).endswith(f"[{low:.2f}, {high:.2f}], {verdict}")
 
 
 def test_a_noise_floor_without_a_second_timing_is_not_certified() -> None:

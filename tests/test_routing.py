@@ -465,6 +465,28 @@ def test_kernevo_best_prints_the_paths_compared(
     assert lines[0].endswith("path fake_path, shape bucket m64n32")
 
 
+def test_kernevo_best_says_the_library_serves_a_shape_every_champion_lost(
+    api_client: TestClient,
+    fresh_database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    promote(fresh_database_url, SMALL, 2.0, [slower_timing(48, 48, 10.0, 0.97, 0.98)])
+
+    def get_json(url: str, params: dict[str, Any]) -> Any:
+        answer = api_client.get(url, params=params)
+        if answer.status_code != 200:  # as kernevo.cli._get_json words a service's refusal
+            raise kernevo.cli.CliError(f"HTTP {answer.status_code}: {answer.json()['detail']}")
+        return answer.json()
+
+    monkeypatch.setattr(kernevo.cli, "_get_json", get_json)
+    args = ["best", "--dtype", "float64", "--m", "48", "--n", "48", "--gpu", "nvidia-h200"]
+    assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "was measured slower than cuBLAS ?trsm (through CuPy) there" in err
+    assert err.endswith("; kernevo.load falls back to cuBLAS ?trsm (through CuPy) there")
+
+
 # --- the loader ---------------------------------------------------------------------------------
 
 
