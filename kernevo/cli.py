@@ -1358,14 +1358,23 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
 
     from evolver.watch import active
 
-    console = _watch_console()
-    if not console.is_terminal:
+    Rows = list[dict[str, Any]]
+
+    def refreshed(rows: Rows, show: Callable[[Rows], None]) -> Rows:
+        # The rows last fetched once no job is active or on Ctrl-C (leaving the watch is not
+        # an error), each fetch shown as it comes.
         try:
             while active(rows):
                 time.sleep(interval_s)
                 rows = _job_rows(args)
+                show(rows)
         except KeyboardInterrupt:
-            pass  # leaving the watch is not an error: the last rows fetched are printed
+            pass
+        return rows
+
+    console = _watch_console()
+    if not console.is_terminal:
+        rows = refreshed(rows, lambda rows: None)
         print("\n".join(_jobs_lines(args, rows)))
         return
 
@@ -1373,16 +1382,10 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
         text = "\n".join(_jobs_lines(args, rows))
         return Text(text, no_wrap=True, overflow="crop", end="")
 
-    try:
-        # Transient: the frames (cut at the terminal's edge) are erased at the end, and the last
-        # listing is printed whole, as plain ``kernevo jobs`` prints it, to stay on screen.
-        with Live(frame(rows), console=console, auto_refresh=False, transient=True) as live:
-            while active(rows):
-                time.sleep(interval_s)
-                rows = _job_rows(args)
-                live.update(frame(rows), refresh=True)
-    except KeyboardInterrupt:
-        pass  # leaving the watch is not an error
+    # Transient: the frames (cut at the terminal's edge) are erased at the end, and the last
+    # listing is printed whole, as plain ``kernevo jobs`` prints it, to stay on screen.
+    with Live(frame(rows), console=console, auto_refresh=False, transient=True) as live:
+        rows = refreshed(rows, lambda rows: live.update(frame(rows), refresh=True))
     console.print("\n".join(_jobs_lines(args, rows)), soft_wrap=True, markup=False, highlight=False)
 
 
@@ -1602,17 +1605,14 @@ def _export_path_serves(args: argparse.Namespace) -> None:
     does not implement ``--op`` in ``--dtype``: the options contradict each other (a usage
     error, exit 2, as ``evolve --path P --dtype D`` of a dtype P lacks), whatever the database
     holds."""
-    from seeds.registry import get_path
+    from seeds.registry import not_implementing
 
     _op_has_dtype(args)
     if args.path is None:
         return
-    spec = get_path(args.path)  # known: checked as it was parsed (_path_id)
-    if spec.op != args.op or args.dtype not in spec.dtypes:
-        args.parser.error(
-            f"argument --path: path {args.path} does not implement {args.op} in {args.dtype} "
-            f"(it implements {spec.op} in {', '.join(spec.dtypes)})"
-        )
+    # The path is known: checked as it was parsed (_path_id).
+    if why := not_implementing(args.path, args.op, args.dtype):
+        args.parser.error(f"argument --path: {why}")
 
 
 def _gpu_key(gpu: str | None, device: int) -> str:

@@ -71,6 +71,24 @@ def get_path(path_id: str, bucket: str | None = None) -> PathSpec:
     return spec if bucket is None else spec.for_bucket(bucket)
 
 
+def not_implementing(path_id: str, op: str, dtype: str) -> str | None:
+    """Why ``path_id`` cannot serve ``op`` in ``dtype`` whatever the shape, one line (``path
+    solve_tri does not implement trsm in float64 (it implements solve_tri in float32)``);
+    ``None`` when it implements both. The CLI (``kernevo export --path``) and the API
+    (``GET /v1/kernels/best?path=``) refuse in these words.
+
+    Raises:
+        UnknownPathError: ``path_id`` is not a path of the registry.
+    """
+    spec = get_path(path_id)
+    if spec.op == op and dtype in spec.dtypes:
+        return None
+    return (
+        f"path {path_id} does not implement {op} in {dtype} "
+        f"(it implements {spec.op} in {', '.join(spec.dtypes)})"
+    )
+
+
 def buckets(path_id: str) -> tuple[str, ...]:
     """The names of ``path_id``'s shape buckets, the first being the one a job gets when it
     names none (``trsm_blocked``: ``m128_2048``, ``m2049_16384``).

@@ -37,8 +37,8 @@ from seeds.registry import (
     UnknownOpError,
     UnknownPathError,
     fastest,
-    get_path,
     measured,
+    not_implementing,
     route,
 )
 from seeds.spec import UnknownDtypeError, check_dtype
@@ -135,22 +135,15 @@ def best_kernel(
 
 def _implements(path: str, op: str, dtype: str) -> None:
     """Refuse ``path`` when it does not implement ``op`` in ``dtype`` at all, in the CLI's words
-    (``kernevo export --path``), so that the 422 does not read as a shape it misses.
+    (``seeds.registry.not_implementing``), so that the 422 does not read as a shape it misses.
 
     Raises:
         UnknownPathError: ``path`` is not a path of the registry.
         HTTPException: 422 ``path solve_tri does not implement trsm in float64 (it implements
             solve_tri in float32)``.
     """
-    spec = get_path(path)
-    if spec.op != op or dtype not in spec.dtypes:
-        raise HTTPException(
-            _UNPROCESSABLE,
-            detail=(
-                f"path {path} does not implement {op} in {dtype} "
-                f"(it implements {spec.op} in {', '.join(spec.dtypes)})"
-            ),
-        )
+    if why := not_implementing(path, op, dtype):
+        raise HTTPException(_UNPROCESSABLE, detail=why)
 
 
 def _candidates(
