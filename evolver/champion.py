@@ -225,16 +225,17 @@ def promote_best(
     )
 
 
-def configured_signing_key() -> SigningKey:
-    """The key promotions sign with: ``KERNEVO_SIGNING_KEY`` when set, else the local key pair
-    in ``KERNEVO_KEY_DIR`` (default ``~/.config/kernevo/keys``), created when missing.
+def configured_signing_key(settings: EvolverSettings | None = None) -> SigningKey:
+    """The key promotions sign with under ``settings`` (default: read from the environment):
+    ``signing_key`` (``KERNEVO_SIGNING_KEY``) when set, else the local key pair in ``key_dir``
+    (``KERNEVO_KEY_DIR``, default ``~/.config/kernevo/keys``), created when missing.
 
     Raises:
         kernevo.keys.KeyFileError: ``KERNEVO_SIGNING_KEY`` names a file that is not a usable
             Ed25519 PEM private key.
         OSError: the local key folder cannot be created or written.
     """
-    settings = EvolverSettings()
+    settings = settings if settings is not None else EvolverSettings()
     if settings.signing_key is not None:
         return load_signing_key(settings.signing_key)
     return generate_key_pair(settings.key_dir)

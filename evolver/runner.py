@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, func, select
 
 from evolver import openevolve_host as host
-from evolver.champion import MIN_CHAMPION_SCORE, promote_best
+from evolver.champion import MIN_CHAMPION_SCORE, configured_signing_key, promote_best
 from evolver.checkpoints import Checkpoint, ResumePoint, choose_resume_point
 from evolver.cluster import ClusterOptions, EvaluationCluster
 from evolver.errors import (
@@ -520,6 +520,7 @@ def _run(
                 best_score=best_score,
                 best_speedup=best_speedup,
                 evaluation=evaluation,
+                settings=settings,
                 resume_hint=resume_hint,
             )
         except BaseException as error:
@@ -626,6 +627,7 @@ def _run_locked(
     best_score: float | None,
     best_speedup: float | None,
     evaluation: EvaluationCluster | None,
+    settings: EvolverSettings,
     resume_hint: str | None = None,
 ) -> JobOutcome:
     from openevolve.controller import EvolutionFailedError, OpenEvolve
@@ -673,6 +675,9 @@ def _run_locked(
                 gpu_key=gpu.key,
                 uid=best.uid,
                 source=best.source,
+                # The job's own settings (KERNEVO_SIGNING_KEY or KERNEVO_KEY_DIR), not the
+                # process environment's: a caller may pass settings the environment lacks.
+                signing_key=configured_signing_key(settings),
                 verify=verify,
                 # A signal OpenEvolve received (SIGTERM, Ctrl-C) also reached the GPU worker.
                 stopping=lambda: bool(received),

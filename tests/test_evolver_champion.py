@@ -170,6 +170,27 @@ def test_promotion_signs_with_the_configured_key(
     assert len(base64.b64decode(row.signature)) == 64
 
 
+def test_the_signing_key_comes_from_the_settings_given_not_the_environment(monkeypatch, tmp_path):
+    """A job started with ``EvolverSettings(key_dir=...)`` signs with that folder's pair even
+    when the environment names another (the GPU test of a short solve_tri job found promotion
+    reading the environment: its loader, trusting the job's folder, refused the champion)."""
+    from evolver.champion import configured_signing_key
+    from evolver.settings import EvolverSettings
+
+    monkeypatch.setenv("KERNEVO_KEY_DIR", str(tmp_path / "environment"))
+    mine = configured_signing_key(EvolverSettings(key_dir=tmp_path / "mine"))
+    assert mine.key_id == load_signing_key(tmp_path / "mine" / PRIVATE_KEY_FILE).key_id
+    assert not (tmp_path / "environment").exists()
+    configured = generate_key_pair(tmp_path / "ci-keys")
+    chosen = configured_signing_key(
+        EvolverSettings(key_dir=tmp_path / "mine", signing_key=configured.path)
+    )
+    assert chosen.key_id == configured.key_id  # a configured key wins over the local pair
+    # Without settings, the environment's folder, as before.
+    assert configured_signing_key().key_id != mine.key_id
+    assert (tmp_path / "environment" / PRIVATE_KEY_FILE).exists()
+
+
 def test_an_unusable_signing_key_stops_promotion_before_verification(
     seeded, fresh_database_url, verified_child, monkeypatch, tmp_path
 ):
