@@ -86,7 +86,7 @@
 #define ST_STAGE_VEC 4      // tune: 1 4
 #define ST_STAGE_BATCH 8    // tune: 1 2 4 8
 #define ST_PREFETCH_B 1     // tune: 0 1
-#define ST_FILL_BLOCKS 0    // tune: 0 132 264 528
+#define ST_FILL_BLOCKS 132  // tune: 0 132 264 528
 
 #define ST_ROWS_PER_LANE (ST_TILE / ST_WARP)
 #define ST_LDS (ST_TILE + 1)
