@@ -9,6 +9,13 @@ For each kind (``check``, ``time``, ``champion``): how many tasks, then the ``--
 by ``--sort``, as ``pstats`` prints them. A CUDA synchronization (an event's or a stream's)
 is where the device's queued work is waited for, so device time shows up under it: compare it
 with the replays' own event times in the report. Exit 1 when the folder holds no profile.
+
+On Python 3.12 and later cProfile records every thread of the worker, not only the task's
+(it is built on ``sys.monitoring``, which is process-wide): the parent watchdog's
+``time.sleep``/``os.getppid`` (``evaluator.parent_watch``) and the host pool's input builds
+appear nested under whatever the task's thread was running, and inflate its cumulative times
+(RESULTS 23: 7.5 s of sleep in a 16.3 s timing task). Read those functions' own rows, not the
+cumulative column of their apparent callers; on 3.11 only the task's thread is recorded.
 """
 
 from __future__ import annotations
