@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import bearer
 from fastapi.testclient import TestClient
 from web_demo import BASELINE_US, DemoJob, build_demo_job
 
@@ -157,6 +158,55 @@ def test_filters_no_champion_can_match_are_422(
     response = api_client.get("/v1/champions", params=params)
     assert response.status_code == 422
     assert response.json() == {"detail": detail}
+
+
+@pytest.mark.parametrize(
+    ("route", "params", "detail"),
+    [
+        # A path with a dtype it lacks: GET /v1/kernels/best's words (not_implementing).
+        ("/v1/champions", {"path": "solve_tri", "dtype": "float64"},
+         "path solve_tri does not implement solve_tri in float64 (it implements solve_tri in "
+         "float32)"),
+        ("/v1/jobs", {"path": "trsm_small_z64", "dtype": "complex64"},
+         "path trsm_small_z64 does not implement trsm in complex64 (it implements trsm in "
+         "complex128)"),
+        # An op none of whose paths has the dtype: seeds.spec.MissingDtypeError's words.
+        ("/v1/manifest", {"gpu": "nvidia-h200", "op": "solve_tri", "dtype": "complex128"},
+         "op solve_tri has no complex128 kernel; it implements float32"),
+        ("/v1/champions", {"op": "solve_tri", "dtype": "complex128"},
+         "op solve_tri has no complex128 kernel; it implements float32"),
+    ],
+)  # fmt: skip
+def test_a_dtype_the_path_or_op_lacks_is_a_422_not_an_empty_list(
+    api_client: TestClient,
+    read_token: str,
+    seeded: Seeded,
+    route: str,
+    params: dict[str, str],
+    detail: str,
+) -> None:
+    """Each answered 200 [] (read as "no champion yet"): ``api.key_filters.check_dtype_filter``
+    refuses it with a text ``detail``, the form of the other filter refusals (no validation list
+    with ``loc``/``type``), whatever rows the database holds."""
+    response = api_client.get(route, params=params, headers=bearer(read_token))
+    assert (response.status_code, response.json()) == (422, {"detail": detail})
+
+
+def test_a_dtype_the_path_and_op_implement_still_lists(
+    api_client: TestClient, read_token: str, seeded: Seeded
+) -> None:
+    """conftest's lineage: a trsm_small float64 job and its champion on nvidia-h200."""
+    headers = bearer(read_token)
+    for params in ({"path": "trsm_small", "dtype": "float64"}, {"op": "trsm", "dtype": "float64"}):
+        (champion,) = api_client.get("/v1/champions", params=params).json()
+        assert champion["program_id"] == seeded.grandchild_id
+        manifest = api_client.get("/v1/manifest", params={"gpu": "nvidia-h200", **params})
+        assert manifest.status_code == 200
+        assert [c["program_id"] for c in manifest.json()["champions"]] == [seeded.grandchild_id]
+    (job,) = api_client.get(
+        "/v1/jobs", params={"path": "trsm_small", "dtype": "float64"}, headers=headers
+    ).json()
+    assert job["id"] == seeded.job_id
 
 
 def test_a_champion_promoted_unsigned_before_certificates_says_so(

@@ -14,6 +14,7 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
+from api.key_filters import FilterError, check_dtype_filter
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
 from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
@@ -27,7 +28,7 @@ from db.states import JobState
 from evolver.job_config import JobConfig
 from seeds.hardware import normalize_gpu_name
 from seeds.registry import UnknownPathError, get_path
-from seeds.spec import UnknownDtypeError, check_dtype
+from seeds.spec import UnknownDtypeError
 
 router = APIRouter(
     prefix="/v1/jobs", tags=["jobs"], dependencies=[ReadScope], responses=READ_ERRORS
@@ -150,17 +151,18 @@ def jobs(
     """Jobs matching every filter, newest first, with their progress and whether a running one
     went stale; the total that match is the ``X-Total-Count`` header.
 
-    422 for a GPU name with no letter or digit, or with a control character, and for a path
-    or dtype the registry does not know (``unknown path 'nope'; known paths: …``, ``unknown
-    dtype 'float16'; expected one of …``), as ``GET /v1/champions`` answers them: a typo is
-    said, not answered with an empty list.
+    422 for a GPU name with no letter or digit, or with a control character, for a path or
+    dtype the registry does not know (``unknown path 'nope'; known paths: …``, ``unknown dtype
+    'float16'; expected one of …``), and for a dtype the path does not implement (``path
+    solve_tri does not implement solve_tri in float64 (it implements solve_tri in float32)``,
+    ``api.key_filters``), as ``GET /v1/champions`` answers them: a typo or a pair no job can
+    have is said, not answered with an empty list.
     """
     try:
         if path is not None:
             get_path(path)
-        if dtype is not None:
-            check_dtype(dtype)
-    except (UnknownPathError, UnknownDtypeError) as exc:
+        check_dtype_filter(dtype, None, path)
+    except (UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     gpu_key = None
     if gpu is not None:

@@ -23,13 +23,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from api.deps import KernelsScope, SessionDep
-from api.key_filters import FilterError, allowed_paths
+from api.key_filters import FilterError, allowed_paths, check_dtype_filter
 from api.responses import KERNELS_ERRORS
 from api.schemas import ChampionOut, ManifestOut
 from db.models import Champion, Program
 from seeds.hardware import normalize_gpu_name
 from seeds.registry import PATHS, UnknownOpError, UnknownPathError
-from seeds.spec import UnknownDtypeError, check_dtype
+from seeds.spec import UnknownDtypeError
 
 router = APIRouter(tags=["kernels"], dependencies=[KernelsScope], responses=KERNELS_ERRORS)
 
@@ -148,14 +148,14 @@ def manifest(
     names the current ``ETag``.
 
     Raises:
-        HTTPException: 422 for an invalid GPU name, an unknown op, path or dtype, or a path of
-            another op than ``op``.
+        HTTPException: 422 for an invalid GPU name, an unknown op, path or dtype, a path of
+            another op than ``op``, or a dtype that ``path`` (else no path of ``op``) implements
+            (``api.key_filters``).
     """
     try:
         gpu_key = normalize_gpu_name(gpu)
         allowed_paths(op, path)  # a path of another op than op is refused
-        if dtype is not None:
-            check_dtype(dtype)
+        check_dtype_filter(dtype, op, path)
     except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     headers = {"Cache-Control": CACHE_CONTROL}
