@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from http_stub import JSON, StubServer, reply
 
 from evolver.errors import NoGpuError
 from evolver.gpu import GpuNotFoundError, absence_message, query_gpu
@@ -850,51 +851,32 @@ def test_an_error_answer_is_one_line_whatever_its_shape() -> None:
 # --- a reader that goes away (kernevo jobs | head -3): quiet, exit 0 ---------------------------
 
 
-class _StubService:
+def _stub_service(rows: int) -> StubServer:
     """A local service answering ``/v1/kernels/best`` with a champion and ``/v1/jobs`` with
     ``rows`` jobs, in a thread of this process."""
+    import json
 
-    def __init__(self, rows: int) -> None:
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from test_loader_resolver import champion_json
 
-        from test_loader_resolver import champion_json
-
-        job = {
-            "id": 1, "path": "trsm_small", "dtype": "float64", "gpu": "none", "state": "running",
-            "iteration": 3, "config": {"iterations": 10}, "best_score": 0.0, "best_speedup": 0.0,
-            "programs": 4, "backend": "offline", "model": "offline-mutator", "stale": False,
-            "heartbeat_age_s": 3.0,
-        }  # fmt: skip
-        answers = {
-            "/v1/kernels/best": json.dumps(champion_json(signer=None)).encode(),
-            "/v1/jobs": json.dumps([{**job, "id": i + 1} for i in range(rows)]).encode(),
-        }
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = answers[self.path.split("?")[0]]
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    job = {
+        "id": 1, "path": "trsm_small", "dtype": "float64", "gpu": "none", "state": "running",
+        "iteration": 3, "config": {"iterations": 10}, "best_score": 0.0, "best_speedup": 0.0,
+        "programs": 4, "backend": "offline", "model": "offline-mutator", "stale": False,
+        "heartbeat_age_s": 3.0,
+    }  # fmt: skip
+    answers = {
+        "/v1/kernels/best": json.dumps(champion_json(signer=None)).encode(),
+        "/v1/jobs": json.dumps([{**job, "id": i + 1} for i in range(rows)]).encode(),
+    }
+    return StubServer(
+        lambda handler: reply(handler, 200, answers[handler.path.split("?")[0]], JSON)
+    )
 
 
 @pytest.fixture
-def stub_service() -> Iterator[_StubService]:
-    stub = _StubService(rows=3000)  # ~400 KB listed: more than a pipe holds
-    yield stub
-    stub.server.shutdown()
-    stub.server.server_close()
+def stub_service() -> Iterator[StubServer]:
+    with _stub_service(rows=3000) as stub:  # ~400 KB listed: more than a pipe holds
+        yield stub
 
 
 def _into_closed_pipe(
@@ -933,7 +915,7 @@ def _a_database_with_a_job(tmp_path: Path) -> str:
 
 
 def test_jobs_best_and_keys_into_a_closed_pipe_exit_quietly(
-    tmp_path: Path, stub_service: _StubService
+    tmp_path: Path, stub_service: StubServer
 ) -> None:
     url = _a_database_with_a_job(tmp_path)
     best = ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu", "nvidia-h200"]
@@ -949,7 +931,7 @@ def test_jobs_best_and_keys_into_a_closed_pipe_exit_quietly(
 
 
 def test_jobs_into_head_1_exits_quietly_when_the_reader_leaves_mid_listing(
-    tmp_path: Path, stub_service: _StubService
+    tmp_path: Path, stub_service: StubServer
 ) -> None:
     """A listing larger than the pipe: the reader leaves while kernevo is still printing."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}

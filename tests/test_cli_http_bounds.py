@@ -7,22 +7,20 @@ Servers are local threads on 127.0.0.1."""
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
+from http_stub import JSON, Respond, StubServer, reply
 
 from kernevo import http_get
 from kernevo.cli import main
 from kernevo.client import MAX_RESPONSE_BYTES, ChampionKey, fetch_champion
-
-Behaviour = Callable[[BaseHTTPRequestHandler], None]
 
 # The longest any server here keeps a connection busy: a client that failed to stop is not
 # kept alive by the server past this (the test then fails on its own time bound instead).
@@ -59,78 +57,39 @@ def _declared_huge(handler: BaseHTTPRequestHandler) -> None:
 
 
 def _bare_404(handler: BaseHTTPRequestHandler) -> None:
-    handler.send_response(404)
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
+    reply(handler, 404)
 
 
 def _redirect(handler: BaseHTTPRequestHandler) -> None:
-    handler.send_response(302)
-    handler.send_header("Location", "https://login.example/sso")
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
+    reply(handler, 302, headers={"Location": "https://login.example/sso"})
 
 
 def _starlette_404(handler: BaseHTTPRequestHandler) -> None:
     """What a kernevo service under another base URL (or any FastAPI app) answers."""
-    body = b'{"detail": "Not Found"}'
-    handler.send_response(404)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
+    reply(handler, 404, b'{"detail": "Not Found"}', JSON)
 
 
 def _double_gzip(handler: BaseHTTPRequestHandler) -> None:
     """A 200 compressed twice although identity was asked for: 2 MiB of zeros compressed to a
     few KB (the fresh user's bomb expanded 5 KB to 3 GiB)."""
     body = gzip.compress(gzip.compress(b"0" * (2 << 20)))
-    handler.send_response(200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Encoding", "gzip, gzip")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-
-
-class _Server:
-    """A local server whose every GET and PATCH runs ``behaviour``."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                # The client hanging up mid-answer is what it should do.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    behaviour(self)
-
-            do_GET = do_PATCH = _answer  # noqa: N815 (http.server's names)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    reply(handler, 200, body, {**JSON, "Content-Encoding": "gzip, gzip"})
 
 
 @pytest.fixture
-def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Behaviour], _Server]]:
+def serve(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Respond], StubServer]]:
+    """Starts local servers whose every GET and PATCH runs the given behaviour; the client
+    hanging up mid-answer is what it should do, so that is no error of the server's."""
     for name in ("KERNEVO_API_URL", "KERNEVO_DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNEVO_API_TOKEN", "t" * 32)  # cancel needs one; harmless elsewhere
-    started: list[_Server] = []
+    with ExitStack() as started:
 
-    def start(behaviour: Behaviour) -> _Server:
-        started.append(_Server(behaviour))
-        return started[-1]
+        def start(behaviour: Respond) -> StubServer:
+            server = StubServer(behaviour, methods=("GET", "PATCH"), hang_up_ok=True)
+            return started.enter_context(server)
 
-    yield start
-    for server in started:
-        server.close()
+        yield start
 
 
 _COMMANDS = {
@@ -150,7 +109,7 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 @pytest.mark.parametrize("command", ["best", "jobs", "cancel"])
 def test_a_trickling_server_is_cut_off_at_the_request_timeout(
-    serve: Callable[[Behaviour], _Server],
+    serve: Callable[[Respond], StubServer],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     command: str,
@@ -173,10 +132,10 @@ def test_a_trickling_server_is_cut_off_at_the_request_timeout(
     ids=["endless", "declared"],
 )
 def test_a_body_over_the_cap_is_refused(
-    serve: Callable[[Behaviour], _Server],
+    serve: Callable[[Respond], StubServer],
     capsys: pytest.CaptureFixture[str],
     command: str,
-    behaviour: Behaviour,
+    behaviour: Respond,
     how: str,
 ) -> None:
     """An endless body grew ``kernevo best`` to 23 GB (``response.json()`` read it all).
@@ -189,7 +148,7 @@ def test_a_body_over_the_cap_is_refused(
 
 @pytest.mark.parametrize("command", ["best", "jobs", "cancel"])
 def test_a_404_without_a_kernevo_body_asks_whether_it_is_a_service(
-    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str], command: str
+    serve: Callable[[Respond], StubServer], capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """It printed ``404 from URL: Exception``. Caught by _service_request (no kernevo error
     body)."""
@@ -203,7 +162,7 @@ def test_a_404_without_a_kernevo_body_asks_whether_it_is_a_service(
 
 @pytest.mark.parametrize("command", ["best", "jobs", "cancel"])
 def test_a_redirect_is_not_followed_and_says_where_it_went(
-    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str], command: str
+    serve: Callable[[Respond], StubServer], capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """It printed "answered with something that is not JSON". Caught by _service_request."""
     server = serve(_redirect)
@@ -217,7 +176,7 @@ def test_a_redirect_is_not_followed_and_says_where_it_went(
 
 @pytest.mark.parametrize("command", ["best", "jobs", "cancel"])
 def test_a_compressed_body_is_refused_unread(
-    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str], command: str
+    serve: Callable[[Respond], StubServer], capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """A body compressed twice grew the CLI and the loader past 1 GB: httpx decodes a chunk
     whole before the cap sees it. Caught by http_get.request's Content-Encoding check."""
@@ -230,7 +189,7 @@ def test_a_compressed_body_is_refused_unread(
 
 
 def test_cancel_names_the_url_of_a_404_that_is_not_the_services_job_line(
-    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str]
+    serve: Callable[[Respond], StubServer], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``cancel 7`` printed only "kernevo: Not Found", which reads as "job 7 not found".
     Caught by _cancel_through_service: only the service's "job 7 …" line is printed bare."""
@@ -329,16 +288,11 @@ def test_an_empty_404_is_said_to_be_empty_not_left_dangling() -> None:
 
 def _no_champion_404(handler: BaseHTTPRequestHandler) -> None:
     detail = "no champion yet for path trsm_small float64 on h200 (shape bucket m64n64)"
-    body = json.dumps({"detail": detail}).encode()
-    handler.send_response(404)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
+    reply(handler, 404, json.dumps({"detail": detail}).encode(), JSON)
 
 
 def test_best_without_a_champion_says_what_the_loader_answers_with_instead(
-    serve: Callable[[Behaviour], _Server], capsys: pytest.CaptureFixture[str]
+    serve: Callable[[Respond], StubServer], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A fresh user's finding: the 404 said no champion, not what an application then gets."""
     server = serve(_no_champion_404)

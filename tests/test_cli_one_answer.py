@@ -15,15 +15,19 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import socket
 import sqlite3
 import tarfile
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from http_stub import JSON, StubServer, reply
 from ops_service import Service
 from rich.console import Console
 from sqlalchemy import create_engine, inspect
@@ -117,39 +121,21 @@ class _Recorder:
     """A local HTTP server that records each query and answers 404 "no champion yet"."""
 
     def __init__(self) -> None:
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from urllib.parse import parse_qs, urlsplit
-
         self.queries: list[dict[str, str]] = []
-        recorder = self
+        self.server = StubServer(self._answer)
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                query = parse_qs(urlsplit(self.path).query)
-                recorder.queries.append({key: value[0] for key, value in query.items()})
-                body = json.dumps({"detail": "no champion yet"}).encode()
-                self.send_response(404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        query = parse_qs(urlsplit(handler.path).query)
+        self.queries.append({key: value[0] for key, value in query.items()})
+        reply(handler, 404, json.dumps({"detail": "no champion yet"}).encode(), JSON)
 
 
 @pytest.fixture
 def recorder() -> Iterator[_Recorder]:
     served = _Recorder()
-    yield served
-    served.server.shutdown()
-    served.server.server_close()
+    with served.server:
+        yield served
 
 
 @pytest.mark.parametrize("op", list(OPS))

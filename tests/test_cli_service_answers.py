@@ -4,12 +4,12 @@ kernevo service, or that refuses them: one line on stderr, exit 1, never a trace
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+from http_stub import JSON, StubServer, reply
 
 from kernevo.cli import main
 
@@ -21,24 +21,11 @@ class _Fixed:
 
     def __init__(self) -> None:
         self.status, self.body = 200, b"{}"
-        fixed = self
+        self.server = StubServer(self._answer, methods=("GET", "PATCH"))
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                self.send_response(fixed.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(fixed.body)))
-                self.end_headers()
-                self.wfile.write(fixed.body)
-
-            do_GET = do_PATCH = _answer  # noqa: N815 (http.server's names)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        reply(handler, self.status, self.body, JSON)
 
     def answer(self, body: Any, status: int = 200) -> None:
         self.status, self.body = status, json.dumps(body).encode()
@@ -49,9 +36,8 @@ def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Fixed]:
     for name in ("KERNEVO_API_TOKEN", "KERNEVO_API_URL", "KERNEVO_DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
     fixed = _Fixed()
-    yield fixed
-    fixed.server.shutdown()
-    fixed.server.server_close()
+    with fixed.server:
+        yield fixed
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

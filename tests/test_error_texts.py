@@ -5,13 +5,12 @@ keys``, ``kernevo lock`` on a missing folder, a key folder the loader will not t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from http_stub import StubServer, reply
 
 from evolver.errors import LLMEndpointError
 from evolver.llm import OPENAI_BACKEND, LLMBackend, check_endpoint
@@ -24,26 +23,10 @@ from seeds.registry import get_path
 @contextmanager
 def _answering(status: int, body: bytes) -> Iterator[str]:
     """An endpoint answering every request with ``status`` and ``body``."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _answer  # noqa: N815 - http.server's naming
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with StubServer(
+        lambda handler: reply(handler, status, body), methods=("GET", "POST")
+    ) as server:
+        yield f"{server.url}/v1"
 
 
 @pytest.mark.parametrize(

@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from http_stub import StubServer
 
 from db import queue
 from db import repository as repo
@@ -116,23 +116,12 @@ def test_the_api_refuses_a_key_variable_in_the_body(
 def _recording_server(seen: list[str]) -> Iterator[str]:
     """An endpoint that records the ``Authorization`` header of every request (and answers 404)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def _record(self) -> None:
-            seen.append(self.headers.get("Authorization", ""))
-            self.send_error(404)
+    def record(handler: BaseHTTPRequestHandler) -> None:
+        seen.append(handler.headers.get("Authorization", ""))
+        handler.send_error(404)
 
-        do_GET = do_POST = _record  # noqa: N815 - http.server's naming
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with StubServer(record, methods=("GET", "POST")) as server:
+        yield f"{server.url}/v1"
 
 
 def test_a_stored_key_variable_reaches_no_endpoint(tmp_path: Path) -> None:
