@@ -4,7 +4,7 @@
 # which tests passed and failed (RESULTS 23: the whole suite is past one 600 s call; a cut -q run
 # tells nothing). The files holding GPU tests, sorted, are dealt round-robin into N shards:
 #   SHARD=1/3 bash scripts/gpu_tests.sh, then 2/3 and 3/3 (91 of 230 tests took 520 s in
-#   RESULTS 23, so three shards, each about a third of the files, fit a call each)
+#   RESULTS 23: the whole suite is about 1300 s, so three shards of about a third each)
 # (default 1/1: every file). Only those files are collected: the browser and schema tests,
 # whose imports (selenium, schemathesis) the lent machine lacks, hold no GPU test.
 # Writes $OUT/machine.txt, $OUT/pytest_gpu_<k>of<N>.txt (the summary line before the step's exit line) and
