@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from db.heartbeat import liveness
 from db.listing import ProgramRow
 from db.models import Champion, Evaluation, Job, Program
-from evolver.job_config import JobConfig, LLMSection
+from evolver.job_config import JobConfig, LLMSection, shown_config
 from seeds.registry import Rule
 
 
@@ -159,7 +159,7 @@ class JobOut(BaseModel):
             shape_bucket=job.shape_bucket,
             backend=job.backend,
             model=job.model,
-            config=job.config,
+            config=shown_config(job.config),  # an endpoint's password stays in the database
             state=job.state,  # type: ignore[arg-type]
             iteration=job.iteration,
             best_score=job.best_score,

@@ -16,6 +16,8 @@ from fastapi import FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from kernevo.environment import without_credentials
+
 # Enough to fix a request; a body with thousands of bad items needs the first few only.
 MAX_ERRORS = 10
 # Characters kept of a location part, a message or an input value (the one-line CLI limit).
@@ -55,7 +57,9 @@ def refuse_control_characters(name: str, value: str | None) -> None:
 
 def brief(error: dict[str, Any]) -> dict[str, Any]:
     """One pydantic/FastAPI validation error as ``loc`` (parts cut to ``ECHO_LIMIT``), ``msg``
-    (cut to ``MESSAGE_LIMIT``), ``type`` and, for a scalar input only, ``input`` as cut text."""
+    (cut to ``MESSAGE_LIMIT``), ``type`` and, for a scalar input only, ``input`` as cut text,
+    a URL's credentials in it as ``***`` (``kernevo.environment.without_credentials``: an
+    ``llm.base_url`` refused for its port is not echoed with its password)."""
     loc = [part if isinstance(part, int) else _cut(str(part), ECHO_LIMIT) for part in error["loc"]]
     out: dict[str, Any] = {
         "loc": loc,
@@ -64,7 +68,7 @@ def brief(error: dict[str, Any]) -> dict[str, Any]:
     }
     given = error.get("input")
     if isinstance(given, str | int | float | bool):
-        out["input"] = _cut(str(given), ECHO_LIMIT)
+        out["input"] = _cut(without_credentials(str(given)), ECHO_LIMIT)
     return out
 
 

@@ -293,6 +293,19 @@ def validate_job_config(
         raise JobConfigError(_one_line(error, source)) from None
 
 
+def shown_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A job's stored configuration as it is shown or served (``GET /v1/jobs``, the web page):
+    its ``llm.base_url`` with the URL's credentials as ``***``
+    (``kernevo.environment.without_credentials``). The database keeps the real URL: a resumed
+    job sends its requests there. ``config`` itself is not changed."""
+    from kernevo.environment import without_credentials
+
+    llm = config.get("llm")
+    if not isinstance(llm, dict) or not isinstance(llm.get("base_url"), str):
+        return config
+    return {**config, "llm": {**llm, "base_url": without_credentials(llm["base_url"])}}
+
+
 # A job file is a few hundred bytes; past this it is the wrong file (a log, a checkpoint).
 MAX_JOB_FILE_BYTES = 1 << 20
 

@@ -13,6 +13,7 @@ from evolver.errors import LLMEndpointError
 from evolver.job_config import LLMSection
 from evolver.offline_mutator import OFFLINE_BACKEND, OFFLINE_MODEL, make_offline_mutator
 from evolver.settings import EvolverSettings
+from kernevo.environment import without_credentials
 from seeds.canonical import canonical_source
 
 OPENAI_BACKEND = "openai-compatible"
@@ -71,8 +72,8 @@ def resolve_backend(section: LLMSection, settings: EvolverSettings) -> LLMBacken
     model = section.model or settings.llm_model
     if not model:
         raise LLMEndpointError(
-            f"LLM endpoint {base_url} is configured without a model: set llm.model or "
-            "KERNEVO_LLM_MODEL"
+            f"LLM endpoint {without_credentials(base_url)} is configured without a model: set "
+            "llm.model or KERNEVO_LLM_MODEL"
         )
     return LLMBackend(
         kind=OPENAI_BACKEND,
@@ -94,6 +95,10 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
     name would otherwise fail every iteration for hours); endpoints without a listing get a
     one-token chat completion instead. Nothing is checked for the offline mutator.
 
+    Every line names the endpoint with its URL's credentials as ``***``
+    (``kernevo.environment.without_credentials``): the line reaches the terminal, the job's
+    ``failure_reason`` and ``GET /v1/jobs``.
+
     Raises:
         LLMEndpointError: connection refused or timed out, key refused (401/403), model not
             served, or any other HTTP error; one line.
@@ -102,14 +107,15 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
         return
     import httpx
 
-    base = backend.base_url
+    base = backend.base_url or ""  # resolve_backend gives every endpoint backend its URL
+    shown = without_credentials(base)
     headers = {"Authorization": f"Bearer {backend.api_key()}"}
     try:
         with httpx.Client(timeout=timeout_s, headers=headers) as client:
             listing = client.get(f"{base}/models")
             if listing.status_code in (401, 403):
                 raise LLMEndpointError(
-                    f"LLM endpoint {base} refused the API key (HTTP {listing.status_code})"
+                    f"LLM endpoint {shown} refused the API key (HTTP {listing.status_code})"
                 )
             if listing.status_code == 200:
                 try:
@@ -118,7 +124,7 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
                     served = []
                 if served and backend.model not in served:
                     raise LLMEndpointError(
-                        f"LLM endpoint {base} does not serve model {backend.model!r}; it serves: "
+                        f"LLM endpoint {shown} does not serve model {backend.model!r}; it serves: "
                         f"{_short(', '.join(served))}"
                     )
                 if served:
@@ -133,13 +139,13 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
             )
             if probe.status_code >= 400:
                 raise LLMEndpointError(
-                    f"LLM endpoint {base} answered HTTP {probe.status_code} to a test request "
+                    f"LLM endpoint {shown} answered HTTP {probe.status_code} to a test request "
                     f"for model {backend.model!r}: {_short(probe.text) or 'empty body'}"
                 )
     except httpx.HTTPError as error:
         reason = _short(str(error)) or type(error).__name__
         raise LLMEndpointError(
-            f"LLM endpoint {base} is unreachable ({type(error).__name__}: {reason})"
+            f"LLM endpoint {shown} is unreachable ({type(error).__name__}: {reason})"
         ) from None
 
 

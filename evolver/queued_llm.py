@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from evolver.job_config import LLMSection
 from evolver.settings import EvolverSettings
+from kernevo.environment import without_credentials
 
 # Prefix of the service's own settings: never a key variable of a queued job.
 RESERVED_PREFIX = "KERNEVO_"
@@ -59,7 +60,8 @@ def queued_llm_problem(section: LLMSection, settings: EvolverSettings) -> str | 
         url = section.base_url.rstrip("/")
         if url not in settings.allowed_base_urls():
             return (
-                f"llm.base_url {url} is not an endpoint this worker sends its LLM key to: allow "
-                "it with KERNEVO_LLM_BASE_URL or KERNEVO_LLM_ALLOWED_BASE_URLS on the worker"
+                f"llm.base_url {without_credentials(url)} is not an endpoint this worker sends "
+                "its LLM key to: allow it with KERNEVO_LLM_BASE_URL or "
+                "KERNEVO_LLM_ALLOWED_BASE_URLS on the worker"
             )
     return None
