@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,13 @@ from evolver.checkpoints import prune_checkpoints
 
 # Set in the environment the pool workers start with: the pid of the job's process, their parent.
 JOB_PID_VARIABLE = "KERNEVO_JOB_PID"
+# Set there too once OpenEvolve has opened its log file (``quiet_console``): the file the pool
+# workers append their log records to. Why: a spawned worker's root logger has no handler, and
+# Python's last-resort handler would print its warnings and errors ("LLM generation failed: …")
+# bare on the job's stderr, besides the job's own lines.
+WORKER_LOG_VARIABLE = "KERNEVO_OPENEVOLVE_LOG"
+# OpenEvolve's file log format (``openevolve.controller``), for the workers' records in that file.
+_LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
 # OpenEvolve's own pool initializer while ``workers_die_with_job`` has replaced it.
 _openevolve_worker_init: Callable[..., None] | None = None
 # OpenEvolve's pool termination while ``pool_ends_without_waiting`` has replaced it.
@@ -69,9 +76,11 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 @contextmanager
 def scoped_logging() -> Iterator[None]:
     """Remove the handlers OpenEvolve adds to the root logger (a file and a console handler)
-    when the block ends, and restore the root level it changes."""
+    when the block ends, and restore the root level it changes and ``WORKER_LOG_VARIABLE``
+    (set by :func:`quiet_console`)."""
     root = logging.getLogger()
     before, level = list(root.handlers), root.level
+    logged = os.environ.get(WORKER_LOG_VARIABLE)
     try:
         yield
     finally:
@@ -79,13 +88,22 @@ def scoped_logging() -> Iterator[None]:
             root.removeHandler(handler)
             handler.close()
         root.setLevel(level)
+        if logged is None:
+            os.environ.pop(WORKER_LOG_VARIABLE, None)
+        else:
+            os.environ[WORKER_LOG_VARIABLE] = logged
 
 
 @contextmanager
 def quiet_console() -> Iterator[None]:
     """Build OpenEvolve inside this block: its start-up INFO lines are held back (its loggers sit
-    at WARNING meanwhile) and the console handler it adds keeps only errors afterwards; the
-    file log keeps everything from then on, and the job's progress lines say the rest."""
+    at WARNING meanwhile) and the console handler it adds to the root logger is removed when
+    the block ends. Why: the job's own lines (progress, the ``job N failed: <reason>`` summary,
+    the CLI's error) already say what happened; OpenEvolve's console copy of an error
+    (``<time> - ERROR - ❌ None of the 1 iterations produced …``) was a second, differently
+    formatted message on the user's stderr. Its file log in the work folder (``logs/``) keeps
+    every record, errors included; its path goes to ``WORKER_LOG_VARIABLE`` so the pool workers
+    write theirs there too. Enter it inside :func:`scoped_logging`, which undoes both."""
     root = logging.getLogger()
     before = list(root.handlers)
     package = logging.getLogger("openevolve")
@@ -95,9 +113,31 @@ def quiet_console() -> Iterator[None]:
         yield
     finally:
         package.setLevel(level)
-        for handler in root.handlers:
-            if handler not in before and not isinstance(handler, logging.FileHandler):
-                handler.setLevel(logging.ERROR)
+        for handler in [h for h in root.handlers if h not in before]:
+            if isinstance(handler, logging.FileHandler):
+                os.environ[WORKER_LOG_VARIABLE] = handler.baseFilename
+            else:
+                root.removeHandler(handler)
+                handler.close()
+
+
+def _log_to_job_file(config_dict: dict[str, Any], parent_env: dict[str, str] | None) -> None:
+    """Give a pool worker's root logger a handler: the job's OpenEvolve log file
+    (``WORKER_LOG_VARIABLE``) at the config's ``log_level``, or a handler that drops records
+    when there is none or it cannot be opened. Either way nothing reaches the job's stderr
+    through Python's last-resort handler. A worker that already has a handler (forked, with
+    the job's) is left as it is."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    path = (parent_env or {}).get(WORKER_LOG_VARIABLE)
+    handler: logging.Handler = logging.NullHandler()
+    if path:  # a work folder that went away: the worker's records are not worth a crash
+        with suppress(OSError):
+            handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    root.addHandler(handler)
+    root.setLevel(str(config_dict.get("log_level") or "INFO"))
 
 
 @contextmanager
@@ -175,6 +215,7 @@ def _worker_init_dying_with_job(
 
     job_pid = (parent_env or {}).get(JOB_PID_VARIABLE)
     die_with_parent(int(job_pid) if job_pid else os.getppid(), pdeathsig=True)
+    _log_to_job_file(config_dict, parent_env)
     init = _openevolve_worker_init or parallel._worker_init
     init(config_dict, evaluation_file, parent_env)
     global _openevolve_run_iteration

@@ -535,12 +535,13 @@ def _run(
                 said = reason or type(error).__name__
                 _mark_failed(engine, job_id, "interrupted" if interrupted else "error", said)
                 raise
-            failed = JobFailedError(
-                f"job {job_id} ({spec.path_id} {job.dtype}) failed: {type(error).__name__}: "
-                f"{reason}; resume with 'kernevo evolve --resume {job_id}'"
+            bare = (
+                f"{type(error).__name__}: {reason}; resume with 'kernevo evolve --resume {job_id}'"
             )
-            _mark_failed(engine, job_id, "error", str(failed))
-            raise failed from error
+            _mark_failed(engine, job_id, "error", bare)
+            raise JobFailedError(
+                f"job {job_id} ({spec.path_id} {job.dtype}) failed: {bare}"
+            ) from error
 
 
 # The end of a worker's job line when a signal stopped the job: its worker gives it back to the
@@ -548,12 +549,25 @@ def _run(
 RETURNED_TO_QUEUE = "its worker returns it to the queue, where a worker resumes it"
 
 
-def _stopped_message(
+def _stopped_reason(
     job_id: int, signum: int | None, iteration: int, total: int, hint: str | None = None
 ) -> str:
+    """A stopped job's stored failure reason, ``stopped by SIGTERM at iteration 2 of 5; …``;
+    its summary line is ``job N `` and this."""
     by = f" by {signal.Signals(signum).name}" if signum is not None else ""
     then = hint or f"resume with 'kernevo evolve --resume {job_id}'"
-    return f"job {job_id} stopped{by} at iteration {iteration} of {total}; {then}"
+    return f"stopped{by} at iteration {iteration} of {total}; {then}"
+
+
+def stored_reason(job_id: int, line: str) -> str:
+    """``line`` as job ``job_id``'s stored failure reason: without a leading ``job N: `` or
+    ``job N failed: `` (the errors of ``evolver.errors`` name their job so). Why: every view
+    of the reason (``kernevo jobs``, a worker's stderr) puts ``job N failed: `` or ``job N: ``
+    before it, and the stored one would say the job twice."""
+    for prefix in (f"job {job_id}: ", f"job {job_id} failed: "):
+        if line.startswith(prefix):
+            return line[len(prefix) :]
+    return line
 
 
 def _stopped(
@@ -571,8 +585,7 @@ def _stopped(
 
     then = resume_hint or f"resume with 'kernevo evolve --resume {job_id}'"
     by = signal.Signals(signum).name
-    reason = f"job {job_id} stopped by {by} in its setup; {then}"
-    _mark_failed(engine, job_id, "interrupted", reason)
+    _mark_failed(engine, job_id, "interrupted", f"stopped by {by} in its setup; {then}")
     state, iteration, best_score, best_speedup = "failed", 0, 0.0, 0.0
     programs = 0
     try:
@@ -583,7 +596,8 @@ def _stopped(
         programs = _count_programs(engine, job_id)
     except Exception:  # the store may be what is failing: the line matters more than its numbers
         pass
-    message = _stopped_message(job_id, signum, iteration, job.iterations, resume_hint)
+    reason = _stopped_reason(job_id, signum, iteration, job.iterations, resume_hint)
+    message = f"job {job_id} {reason}"
     at = largest_timed_shape(get_path(job.path, job.bucket))
     write(
         f"{message}: best score {best_score:.3f} ({speedup_text(best_speedup, at)}), "
@@ -599,8 +613,9 @@ def programs_recorded(count: int) -> str:
 
 def _mark_failed(engine: Engine, job_id: int, kind: str, reason: str) -> None:
     """Mark the job ``failed`` (resumable) with ``last_failure_kind`` ``kind`` and
-    ``failure_reason`` ``reason`` (one line), unless it was cancelled meanwhile; a store error
-    here is swallowed (the store may be what failed, and the original error matters more)."""
+    ``failure_reason`` ``reason`` (one line, :func:`stored_reason`: no ``job N: `` before it),
+    unless it was cancelled meanwhile; a store error here is swallowed (the store may be what
+    failed, and the original error matters more)."""
     from db import repository
     from db.session import session_scope
 
@@ -608,7 +623,11 @@ def _mark_failed(engine: Engine, job_id: int, kind: str, reason: str) -> None:
         with session_scope(engine) as s:
             if repository.get_job(s, job_id).state != "cancelled":
                 repository.update_job_progress(
-                    s, job_id, state="failed", last_failure_kind=kind, failure_reason=reason
+                    s,
+                    job_id,
+                    state="failed",
+                    last_failure_kind=kind,
+                    failure_reason=stored_reason(job_id, reason),
                 )
     except Exception:
         pass
@@ -903,16 +922,19 @@ def _finish(
     from db.session import session_scope
 
     interrupted = False
+    reason: str | None = None  # stored bare: every view of it says "job N failed: " before it
     if reporter.cancelled:
         state, message = "cancelled", f"job {job_id} cancelled at iteration {reporter.iteration}"
     elif failure is not None:
-        state, message = "failed", f"job {job_id} failed: {failure}"
+        state, reason = "failed", failure
+        message = f"job {job_id} failed: {reason}"
     elif reporter.iteration >= job.iterations:
         state, message = "complete", f"job {job_id} complete"
     else:
         interrupted = True
         state = "failed"
-        message = _stopped_message(job_id, signum, reporter.iteration, job.iterations, resume_hint)
+        reason = _stopped_reason(job_id, signum, reporter.iteration, job.iterations, resume_hint)
+        message = f"job {job_id} {reason}"
     with session_scope(engine) as s:
         if repository.get_job(s, job_id).state == "cancelled":
             state = "cancelled"
@@ -924,7 +946,7 @@ def _finish(
             best_score=reporter.best_score,
             best_speedup=reporter.best_speedup,
             last_failure_kind="interrupted" if interrupted else None,
-            failure_reason=message if state == "failed" else None,
+            failure_reason=reason if state == "failed" else None,
         )
     programs = _count_programs(engine, job_id)
     write(

@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from db.errors import DatabaseUnavailableError, RepositoryError
     from evolver.errors import EvolverError, JobBusyError
-    from evolver.runner import JobStopped
+    from evolver.runner import JobStopped, stored_reason
     from kernevo.environment import SettingsError
     from kernevo.stopping import stop_handled
 
@@ -193,10 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kernevo worker: job {args.job} interrupted", file=sys.stderr)
         return 130
     except JobBusyError as error:
-        print(f"kernevo worker: job {args.job}: {error}; left to it", file=sys.stderr)
+        # Its line names the job already ("job N is running in another process …").
+        print(f"kernevo worker: {error}; left to it", file=sys.stderr)
         return EXIT_BUSY
     except (EvolverError, RepositoryError, DatabaseUnavailableError, SettingsError) as error:
-        line = " ".join(str(error).split()) or type(error).__name__
+        # Without the error's own "job N: ", which the line and the stored reason put before it.
+        line = stored_reason(args.job, " ".join(str(error).split())) or type(error).__name__
         print(f"kernevo worker: job {args.job}: {line}", file=sys.stderr)
         _record_failure(args.job, args.database_url, line)
         return EXIT_ERROR

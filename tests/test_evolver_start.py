@@ -116,7 +116,7 @@ def test_a_job_folder_that_cannot_be_made_marks_the_job_failed(
     try:
         with session_scope(engine) as s:
             (row,) = repository.list_jobs(s)
-            assert "work folder" in (row.failure_reason or "")
+            assert (row.failure_reason or "").startswith("work folder ")  # no "job 1: " twice
             assert "cannot be created or locked" in (row.failure_reason or "")
     finally:
         engine.dispose()
