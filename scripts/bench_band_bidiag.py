@@ -13,7 +13,8 @@ uniform in [−1, 1], seed fixed by the shape):
   LAPACK's reference code, single-threaded: the speedup is over one CPU core, and it is timed
   once per (n, BW, dtype), not interleaved with the kernel (27 s at n = 16384, BW = 32 on the
   machine issue 8 measured; about 45 s on the development machine).
-- **kernel** (when CuPy finds a GPU and not ``--lapack-only``): the seed (or ``--source``)
+- **kernel** (unless ``--lapack-only``; without a usable GPU the script then stops at once,
+  one line on stderr, exit 1: ``needs a GPU: no CUDA GPU found: …``): the seed (or ``--source``)
   compiled for the device, the whole reduction captured once in a CUDA graph
   (``BandBidiagDriver.graph``; capture and instantiation seconds reported apart), then
   ``--repeats`` replays, each on a freshly loaded band (the reduction works in place; the load
@@ -189,18 +190,25 @@ def main(argv: list[str] | None = None) -> int:
     gpu = "none"
     use_gpu = not args.lapack_only
     if use_gpu:
-        try:
-            import cupy
+        # Without a GPU the table would be LAPACK's alone, the default sizes minutes of one core
+        # each: asked for, not fallen back to in silence.
+        from needs_gpu import exit_without_gpu
 
-            use_gpu = cupy.cuda.runtime.getDeviceCount() > 0
-        except Exception:  # no driver, no device: LAPACK alone  # noqa: BLE001
-            use_gpu = False
+        exit_without_gpu(__file__, hint="; --lapack-only times LAPACK ?gbbrd alone")
+    keys = [(n, bw, dtype) for dtype in args.dtype for n in args.n for bw in args.bw]
+    if args.lapack_only:  # on stderr, at once: the first row may be minutes away
+        print(
+            f"bench_band_bidiag.py: timing LAPACK ?gbbrd alone (--lapack-only) at {len(keys)} "
+            f"(n, BW, dtype) in {args.lapack_jobs} CPU process(es), largest first (n = 16384, "
+            "BW = 32 takes 30 to 45 s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     print(f"command: python3 {shlex.join(['scripts/bench_band_bidiag.py', *sys.argv[1:]])}")
     print(f"date: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}")
     print(f"cpu: {platform.processor() or platform.machine()} ({platform.platform()})")
     print(f"lapack: {args.lapack_jobs} worker process(es) on {os.cpu_count()} cores")
-    keys = [(n, bw, dtype) for dtype in args.dtype for n in args.n for bw in args.bw]
     check = args.check and use_gpu
     # The host work starts first, largest first (n²·BW), so the pool ends about when the GPU does.
     pool = concurrent.futures.ProcessPoolExecutor(args.lapack_jobs)

@@ -87,6 +87,9 @@ def main() -> int:
     parser.add_argument("--graph-calls", type=int, default=100)
     parser.add_argument("--replays", type=int, default=20)
     args = parser.parse_args()
+    from needs_gpu import exit_without_gpu
+
+    exit_without_gpu(__file__)
     print("| dtype | shape | way | route | wall µs/call | device µs/call | max rel. err |")
     print("|---|---|---|---|---|---|---|")
     for dtype in args.dtype:

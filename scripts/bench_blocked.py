@@ -210,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--label", default="seed")
     args = parser.parse_args(argv)
+    from needs_gpu import exit_without_gpu
 
+    exit_without_gpu(__file__)
     import cupy
 
     spec = get_path("trsm_blocked")

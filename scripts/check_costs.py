@@ -55,6 +55,9 @@ def _numerics(driver: Any, dtype: str, shapes: list[tuple[int, int]]) -> float:
 
 
 def main(dtypes: list[str]) -> None:
+    from needs_gpu import exit_without_gpu
+
+    exit_without_gpu(__file__)
     spec = get_path("trsm_small")
     check = solution_check(spec.reference_check)
     for dtype in dtypes:

@@ -143,6 +143,9 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="+", type=parse_shape, required=True)
     parser.add_argument("--source", type=Path)
     args = parser.parse_args()
+    from needs_gpu import exit_without_gpu
+
+    exit_without_gpu(__file__)
     import cupy
 
     spec = get_path("trsm_blocked")

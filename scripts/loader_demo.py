@@ -22,7 +22,9 @@ def main() -> int:
     parser.add_argument("--cache", required=True)
     parser.add_argument("--service-stopped", action="store_true")
     args = parser.parse_args()
+    from needs_gpu import exit_without_gpu
 
+    exit_without_gpu(__file__)
     import cupy
     from cupyx.scipy.linalg import solve_triangular
 

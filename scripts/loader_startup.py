@@ -389,7 +389,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args(argv)
+    from needs_gpu import exit_without_gpu
+
     from kernevo.device import NoGpuError
+
+    exit_without_gpu(__file__)
 
     with tempfile.TemporaryDirectory(prefix="kernevo-startup-") as tmp:
         try:

@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", type=parse_shape, default=(16384, 16384))
     parser.add_argument("--source", type=Path, help="a candidate kernel (default: the seed)")
     args = parser.parse_args(argv)
+    from needs_gpu import exit_without_gpu
 
+    exit_without_gpu(__file__)
     import cupy
 
     spec = get_path("trsm_blocked")

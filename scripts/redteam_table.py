@@ -65,6 +65,9 @@ def main() -> int:
     chosen = set(args.only or ()), set(args.path or ())
     entries = [e for e in ENTRIES if not any(chosen) or e.name in chosen[0] or e.path in chosen[1]]
     paths = list(dict.fromkeys(e.path for e in entries))
+    from needs_gpu import exit_without_gpu
+
+    exit_without_gpu(__file__, args.gpu)
 
     evaluators: dict[tuple[str, str], Evaluator] = {}
 

@@ -36,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect-paths", nargs="*", default=[])
     args = parser.parse_args(argv)
     shapes = args.shapes or [parse_shape(s) for s in DEFAULT_SHAPES]
+    from needs_gpu import exit_without_gpu
 
+    exit_without_gpu(__file__)
     import cupy
 
     import kernevo
