@@ -202,3 +202,22 @@ def test_jobs_filtered_and_paginated_with_the_total(
     for bad in ({"limit": 0}, {"offset": -1}, {"gpu": " -- "}, {"limit": 1001}, *nul):
         response = api_client.get("/v1/jobs", params=bad, headers=bearer(read_token))
         assert response.status_code == 422, (bad, response.text)
+
+
+def test_a_cancel_body_repeating_a_key_is_422_and_cancels_nothing(
+    api_client: TestClient, seeded: Seeded, api_token: str
+) -> None:
+    """Every JSON body of the API is read for repeated keys (``api.json_body``), not only
+    ``POST /v1/jobs``'s."""
+    headers = {"Authorization": f"Bearer {api_token}", "Content-Type": "application/json"}
+    url = f"/v1/jobs/{seeded.job_id}"
+    response = api_client.patch(url, content=b'{"state":"cancelled","state":"x"}', headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == [
+        {
+            "loc": ["body", "state"],
+            "msg": "key 'state' given 2 times; give it once",
+            "type": "repeated_key",
+        }
+    ]
+    assert api_client.get(url, headers=AUTH).json()["state"] == "waiting"

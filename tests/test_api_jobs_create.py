@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from api.json_body import parse_keeping_repeats, repeated_keys
 from db import queue
 from db import repository as repo
 from db.session import make_engine, session_scope
@@ -223,3 +224,121 @@ def test_a_float_setting_takes_a_json_integer(api_client: TestClient, api_token:
     response = _post(api_client, api_token, body)
     assert response.status_code == 201, response.text
     assert response.json()["config"]["llm"]["temperature"] == 1.0
+
+
+def _post_raw(client: TestClient, token: str, text: str, media: str = "application/json") -> Any:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": media}
+    return client.post("/v1/jobs", content=text.encode(), headers=headers)
+
+
+def _no_job_queued(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        with session_scope(engine) as s:
+            assert repo.list_jobs(s) == []
+    finally:
+        engine.dispose()
+
+
+# A trial's finding: {"path": "trsm_small", …, "path": "trsm_blocked"} queued a trsm_blocked job
+# (Python's json keeps the last value). api.json_body refuses it, before the body is validated.
+@pytest.mark.parametrize(
+    ("text", "errors"),
+    [
+        (
+            '{"path":"trsm_small","dtype":"float64","path":"trsm_blocked"}',
+            [(["body", "path"], "key 'path' given 2 times; give it once")],
+        ),
+        (
+            '{"path":"trsm_small","dtype":"float64","llm":{"model":"a","model":"b","model":"a"}}',
+            [(["body", "llm", "model"], "key 'model' given 3 times; give it once")],
+        ),
+        (
+            # Every repeated key, outer objects first, a list's items by index; refused before
+            # the unknown key "x" is.
+            '{"iterations":3,"x":[{"a":1},{"a":1,"a":2}],"dtype":"float64","iterations":4}',
+            [
+                (["body", "iterations"], "key 'iterations' given 2 times; give it once"),
+                (["body", "x", 1, "a"], "key 'a' given 2 times; give it once"),
+            ],
+        ),
+    ],
+)
+def test_a_body_repeating_a_key_is_422_naming_it(
+    api_client: TestClient,
+    api_token: str,
+    fresh_database_url: str,
+    text: str,
+    errors: list[tuple[list[Any], str]],
+) -> None:
+    response = _post_raw(api_client, api_token, text)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == [
+        {"loc": loc, "msg": msg, "type": "repeated_key"} for loc, msg in errors
+    ]
+    _no_job_queued(fresh_database_url)
+
+
+@pytest.mark.parametrize(
+    "media", ["application/json; charset=utf-8", "application/merge-patch+json"]
+)
+def test_every_json_media_type_is_checked_for_repeated_keys(
+    api_client: TestClient, api_token: str, fresh_database_url: str, media: str
+) -> None:
+    text = '{"path":"trsm_small","dtype":"float64","dtype":"float32"}'
+    response = _post_raw(api_client, api_token, text, media)
+    assert response.status_code == 422, response.text
+    assert [error["type"] for error in response.json()["detail"]] == ["repeated_key"]
+    _no_job_queued(fresh_database_url)
+
+
+def test_the_same_key_in_two_objects_is_no_repeat() -> None:
+    text = b'{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"b": {"a": [{"c": 0}]}}}'
+    assert repeated_keys(parse_keeping_repeats(text)) == []
+    assert repeated_keys(parse_keeping_repeats(b'[[{"k": 1, "k": 1}]]')) == [((0, 0, "k"), 2)]
+
+
+# A trial's finding: llm.model alone was queued while kernevo evolve refuses it ("does nothing
+# without an LLM endpoint"). A queued job's endpoint is its worker's (evolver.worker_child: the
+# job's llm section, then the worker's KERNEVO_LLM_*; docs/CONTRACTS.md), which the service cannot
+# see: so it is queued, and the answer says where the keys go.
+WORKER_NOTE = (
+    "llm.model without llm.base_url: the worker that claims this job sends its LLM requests to "
+    "its own KERNEVO_LLM_BASE_URL; a worker without one runs the offline mutator, which reads no "
+    "llm key"
+)
+
+
+@pytest.mark.parametrize(
+    ("llm", "endpoint", "note"),
+    [
+        ({"model": "x"}, "worker", WORKER_NOTE),
+        (
+            {"temperature": 0.2, "model": "x"},
+            "worker",
+            WORKER_NOTE.replace("llm.model", "llm.model, llm.temperature"),
+        ),
+        ({"base_url": "http://127.0.0.1:9/v1", "model": "x"}, "job", None),
+        ({}, "worker", None),
+        (None, "worker", None),
+    ],
+)
+def test_the_answer_says_where_the_llm_endpoint_comes_from(
+    api_client: TestClient,
+    api_token: str,
+    llm: dict[str, Any] | None,
+    endpoint: str,
+    note: str | None,
+) -> None:
+    body: dict[str, Any] = {"path": "trsm_small", "dtype": "float64"}
+    if llm is not None:
+        body["llm"] = llm
+    response = _post(api_client, api_token, body)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert (job["llm_endpoint"], job["note"], job["backend"]) == (
+        endpoint,
+        note,
+        queue.PENDING_BACKEND,
+    )
+    assert job["model"] == (llm or {}).get("model")

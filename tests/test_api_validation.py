@@ -149,3 +149,38 @@ def test_every_integer_parameter_takes_decimal_digits_only(
     assert response.status_code == 422, response.text
     issue = {"loc": loc, "msg": DIGITS_ONLY, "type": "int_parsing", "input": given}
     assert response.json() == {"detail": [issue]}
+
+
+# A trial's finding: /v1/kernels/best and /v1/manifest said "not a GPU name: '\x01' must be
+# printable text …", /v1/champions and /v1/jobs "gpu: must be printable text …, not '\x00'". One
+# validator now (api.gpu_names.gpu_key_of), one wording, the CLI's (kernevo.text).
+PRINTABLE = "gpu: must be printable text (no control characters)"
+GPU_ROUTES = [
+    ("/v1/kernels/best", {"op": "trsm", "dtype": "float64", "m": "64", "n": "64"}),
+    ("/v1/manifest", {}),
+    ("/v1/champions", {}),
+    ("/v1/jobs", {}),
+]
+
+
+@pytest.mark.parametrize(("route", "params"), GPU_ROUTES)
+@pytest.mark.parametrize(
+    ("gpu", "detail"),
+    [
+        ("\x01", f"{PRINTABLE}, not '\\x01'"),
+        ("nvidia\th200", f"{PRINTABLE}, not 'nvidia\\th200'"),
+        ("h200\u2028", f"{PRINTABLE}, not 'h200\\u2028'"),
+        ("  --  ", "not a GPU name: '  --  '"),
+    ],
+)
+def test_every_gpu_parameter_is_refused_in_the_same_words(
+    api_client: TestClient,
+    api_token: str,
+    route: str,
+    params: dict[str, str],
+    gpu: str,
+    detail: str,
+) -> None:
+    auth = {"Authorization": f"Bearer {api_token}"}
+    response = api_client.get(route, params={**params, "gpu": gpu}, headers=auth)
+    assert (response.status_code, response.json()) == (422, {"detail": detail})

@@ -20,13 +20,12 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from api.deps import KernelsScope, SessionDep
+from api.gpu_names import gpu_key_of
 from api.key_filters import FilterError, allowed_paths, check_bucket, check_dtype_filter
 from api.pagination import TOTAL_HEADER, total_header
 from api.responses import KERNELS_ERRORS
 from api.schemas_champions import ChampionSummary, PromotionOut
-from api.validation import refuse_control_characters
 from db.models import Champion, ChampionPromotion, Program
-from seeds.hardware import normalize_gpu_name
 from seeds.registry import PATHS, UnknownOpError, UnknownPathError
 from seeds.spec import UnknownDtypeError
 
@@ -103,13 +102,12 @@ def champions(
             shape bucket that no path allowed has, or a dtype that ``path`` (else no path of
             ``op``) implements (``api.key_filters``).
     """
-    refuse_control_characters("gpu", gpu)  # never rewritten into another name
+    gpu_key = gpu_key_of(gpu) if gpu is not None else None
     try:
-        gpu_key = normalize_gpu_name(gpu) if gpu is not None else None
         paths = allowed_paths(op, path)
         check_bucket(shape_bucket, paths, op)
         check_dtype_filter(dtype, op, path)
-    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
+    except (UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     keys = KeyFilter(gpu_key=gpu_key, paths=paths, dtype=dtype, shape_bucket=shape_bucket)
     query = (

@@ -14,12 +14,12 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
+from api.gpu_names import gpu_key_of
 from api.key_filters import FilterError, check_dtype_filter
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
 from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
-from api.schemas_jobs import JobCancelOut
-from api.validation import refuse_control_characters
+from api.schemas_jobs import JobCancelOut, JobCreatedOut, worker_endpoint_note
 from db.heartbeat import database_now
 from db.listing import list_jobs_page
 from db.queue import ANY_GPU, NO_GPU, cancel_job, enqueue_job
@@ -101,13 +101,16 @@ def _refuse_key_variable(body: JobCreate) -> None:
 
 @router.post(
     "",
-    response_model=JobOut,
+    response_model=JobCreatedOut,
     status_code=status.HTTP_201_CREATED,
     dependencies=[WriteScope],
     responses=FORBIDDEN,
 )
-def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOut:
-    """Queue a job for the workers; 201 with the job (``waiting``) and its ``Location``.
+def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobCreatedOut:
+    """Queue a job for the workers; 201 with the job (``waiting``), where its LLM endpoint will
+    come from (``llm_endpoint``, with a ``note`` for ``llm`` keys given without
+    ``llm.base_url``: the claiming worker's ``KERNEVO_LLM_BASE_URL`` decides, as for any queued
+    job) and its ``Location``.
 
     The body is validated as ``kernevo evolve``'s job configuration (``evolver.job_config``):
     an unknown key, a value out of range, an unknown path or a dtype the path lacks is a 422
@@ -128,7 +131,14 @@ def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobOu
         model=config.llm.model,
     )
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return JobOut.from_job(job, 0, database_now(s))
+    out = JobOut.from_job(job, 0, database_now(s))
+    if config.llm.base_url is not None:
+        return JobCreatedOut(**out.model_dump(), llm_endpoint="job")
+    # No endpoint in the body is no refusal here (as kernevo evolve's is): the worker that
+    # claims the job has one of its own (evolver.worker_child), which the service cannot see.
+    given = sorted(body.llm.model_fields_set)
+    note = worker_endpoint_note(given) if given else None
+    return JobCreatedOut(**out.model_dump(), llm_endpoint="worker", note=note)
 
 
 @router.get("", response_model=list[JobOut], responses=total_header("jobs"))
@@ -164,13 +174,7 @@ def jobs(
         check_dtype_filter(dtype, None, path)
     except (UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
-    gpu_key = None
-    if gpu is not None:
-        refuse_control_characters("gpu", gpu)  # never rewritten into another name
-        try:
-            gpu_key = normalize_gpu_name(gpu)
-        except ValueError as exc:
-            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    gpu_key = gpu_key_of(gpu) if gpu is not None else None
     rows, total = list_jobs_page(
         s,
         state=state.value if state else None,

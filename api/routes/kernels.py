@@ -10,7 +10,10 @@ own evaluation timed it slower than the vendor library at this very shape (beyon
 never answers there; when every serving champion is, the answer is a 404 saying so. Asked for one
 path (``path=``, as the loader asks), that path's champion is sent whatever the shape, since the
 loader applies the rule itself to every later shape. The GPU name is normalized to its key by
-``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200"). The service only reads stored
+``seeds.hardware.normalize_gpu_name`` ("NVIDIA H200" → "nvidia-h200", ``api.gpu_names``), never
+completed ("H200" is the key "h200"): a 404 for want of a champion names the key it looked up and
+the GPU keys that do have champions (of the paths asked, else of any), so a name that is not a
+device's key shows. The service only reads stored
 cubins: it never compiles or runs code. It serves each champion's signature and signing key id as
 stored at promotion, and its certificate (what verification covered, signed with it); it holds no
 key and checks nothing — the loader verifies. Open to anyone unless
@@ -22,14 +25,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
 
 from api.deps import KernelsScope, SessionDep
+from api.gpu_names import gpu_key_of
 from api.responses import KERNELS_ERRORS, NOT_FOUND
 from api.schemas import CandidateOut, KernelOut
 from api.shape_query import ShapeValues, op_shape, shape_parameters
 from db.models import Champion
 from db.repository import best_champion
-from seeds.hardware import normalize_gpu_name
 from seeds.ops import get_op
 from seeds.registry import (
     Measured,
@@ -77,10 +82,10 @@ def best_kernel(
         RequestValidationError: 422 for a shape parameter of the op missing, one of another
             op, or a value outside its range (``api.shape_query.op_shape``).
     """
+    gpu_key = gpu_key_of(gpu)
     try:
-        gpu_key = normalize_gpu_name(gpu)
         spec = get_op(op)
-    except (ValueError, UnknownOpError) as exc:
+    except UnknownOpError as exc:
         raise HTTPException(_UNPROCESSABLE, detail=str(exc)) from exc
     values = op_shape(spec, shape)
     try:
@@ -121,7 +126,8 @@ def best_kernel(
         detail = _all_slower(spec.fallback_library, spec.assignments(values, ", "), compared)
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=detail)
     if chosen is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=_no_champion(routes, dtype, gpu_key))
+        detail = _no_champion(routes, dtype, gpu_key) + _elsewhere(s, routes, dtype, gpu_key)
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=detail)
     winner, rule = chosen
     champion = champions[winner.route]
     assert champion is not None  # fastest() chose among the routes that have one
@@ -192,6 +198,24 @@ def _all_slower(library: str, where: str, compared: list[Measured]) -> str:
         f"{c.route.path_id}/{c.route.shape_bucket}: {c.against_vendor()}" for c in compared
     )
     return f"every champion serving {where} was measured slower than {library} there: {each}"
+
+
+def _elsewhere(s: Session, routes: list[Route], dtype: str, gpu_key: str) -> str:
+    """What follows the 404's words when another GPU key has champions: those of the serving
+    paths' keys (``; champions exist for nvidia-h200``), else, when ``gpu_key`` has no champion
+    at all, every key that has one (``; no champion of any path is for h200; champions exist
+    for nvidia-a100``): ``gpu=H200`` asks for the key ``h200``, which no CUDA device's name
+    gives. Empty when neither holds."""
+    keys = [(served.path_id, served.shape_bucket) for served in routes]
+    here = or_(*(and_(Champion.path == p, Champion.shape_bucket == b) for p, b in keys))
+    same = select(Champion.gpu_key).where(here, Champion.dtype == dtype).distinct()
+    others = sorted(s.scalars(same))  # gpu_key has none of these: _no_champion's premise
+    if others:
+        return f"; champions exist for {', '.join(others)}"
+    every = sorted(s.scalars(select(Champion.gpu_key).distinct()))
+    if not every or gpu_key in every:
+        return ""
+    return f"; no champion of any path is for {gpu_key}; champions exist for {', '.join(every)}"
 
 
 def _no_champion(routes: list[Route], dtype: str, gpu_key: str) -> str:

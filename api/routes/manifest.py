@@ -23,11 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from api.deps import KernelsScope, SessionDep
+from api.gpu_names import gpu_key_of
 from api.key_filters import FilterError, allowed_paths, check_dtype_filter
 from api.responses import KERNELS_ERRORS
 from api.schemas import ChampionOut, ManifestOut
 from db.models import Champion, Program
-from seeds.hardware import normalize_gpu_name
 from seeds.registry import PATHS, UnknownOpError, UnknownPathError
 from seeds.spec import UnknownDtypeError
 
@@ -152,11 +152,11 @@ def manifest(
             another op than ``op``, or a dtype that ``path`` (else no path of ``op``) implements
             (``api.key_filters``).
     """
+    gpu_key = gpu_key_of(gpu)
     try:
-        gpu_key = normalize_gpu_name(gpu)
         allowed_paths(op, path)  # a path of another op than op is refused
         check_dtype_filter(dtype, op, path)
-    except (ValueError, UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
+    except (UnknownOpError, UnknownPathError, UnknownDtypeError, FilterError) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
     headers = {"Cache-Control": CACHE_CONTROL}
     if if_none_match is not None:
