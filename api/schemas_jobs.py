@@ -13,12 +13,13 @@ from api.schemas import JobOut
 def worker_endpoint_note(keys: list[str]) -> str:
     """What a queued job's ``llm`` keys ``keys`` (given, no ``llm.base_url``) will do: the claiming
     worker resolves the backend (``evolver.worker_child``: the job's ``llm`` section, then the
-    worker's ``KERNEVO_LLM_*``), so they go to the worker's endpoint, or to none."""
+    worker's ``KERNEVO_LLM_*``), so they go to the worker's endpoint; a worker without one fails
+    a job naming ``llm.model`` (``evolver.queued_llm.queued_llm_problem``)."""
     named = ", ".join(f"llm.{key}" for key in keys)
     return (
         f"{named} without llm.base_url: the worker that claims this job sends its LLM requests to "
-        "its own KERNEVO_LLM_BASE_URL; a worker without one runs the offline mutator, which "
-        "reads no llm key"
+        "its own KERNEVO_LLM_BASE_URL; a worker without one fails a job naming llm.model (the "
+        "offline mutator reads no llm key)"
     )
 
 

@@ -40,7 +40,9 @@ def queued_llm_problem(section: LLMSection, settings: EvolverSettings) -> str | 
     Checks, in order: the job names a key variable other than the process's own
     ``KERNEVO_LLM_API_KEY_ENV``; the key variable in effect starts with ``KERNEVO_``; the job
     names a ``base_url`` outside ``settings.allowed_base_urls()`` (compared without a trailing
-    slash).
+    slash); the job names ``llm.model`` while neither it nor the worker names an endpoint (the
+    offline mutator would run and drop the model unsaid, where ``kernevo evolve`` refuses
+    ``--llm-model`` alone: a fresh-user trial's finding).
     """
     own = settings.llm_api_key_env
     if section.api_key_env is not None and section.api_key_env != own:
@@ -64,4 +66,11 @@ def queued_llm_problem(section: LLMSection, settings: EvolverSettings) -> str | 
                 "its LLM key to: allow it with KERNEVO_LLM_BASE_URL or "
                 "KERNEVO_LLM_ALLOWED_BASE_URLS on the worker"
             )
+    if section.model is not None and section.base_url is None and settings.llm_base_url is None:
+        return (
+            f"llm.model {section.model!r} does nothing without an LLM endpoint: the job names no "
+            "llm.base_url and this worker has no KERNEVO_LLM_BASE_URL (the offline mutator reads "
+            "no llm key); set KERNEVO_LLM_BASE_URL on the worker or queue the job with "
+            "llm.base_url"
+        )
     return None

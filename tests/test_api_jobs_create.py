@@ -304,8 +304,8 @@ def test_the_same_key_in_two_objects_is_no_repeat() -> None:
 # see: so it is queued, and the answer says where the keys go.
 WORKER_NOTE = (
     "llm.model without llm.base_url: the worker that claims this job sends its LLM requests to "
-    "its own KERNEVO_LLM_BASE_URL; a worker without one runs the offline mutator, which reads no "
-    "llm key"
+    "its own KERNEVO_LLM_BASE_URL; a worker without one fails a job naming llm.model (the offline "
+    "mutator reads no llm key)"
 )
 
 
@@ -316,7 +316,7 @@ WORKER_NOTE = (
         (
             {"temperature": 0.2, "model": "x"},
             "worker",
-            WORKER_NOTE.replace("llm.model", "llm.model, llm.temperature"),
+            WORKER_NOTE.replace("llm.model", "llm.model, llm.temperature", 1),
         ),
         ({"base_url": "http://127.0.0.1:9/v1", "model": "x"}, "job", None),
         ({}, "worker", None),

@@ -59,6 +59,10 @@ def _settings(**values: Any) -> EvolverSettings:
         ),
         ({"base_url": "http://127.0.0.1:9/v2"}, {"llm_base_url": ALLOWED}, "is not an endpoint"),
         ({"base_url": ALLOWED}, {}, "KERNEVO_LLM_ALLOWED_BASE_URLS on the worker"),
+        # A model with no endpoint anywhere: the offline mutator would drop it unsaid (a trial's
+        # finding; kernevo evolve refuses --llm-model alone).
+        ({"model": "x"}, {}, "llm.model 'x' does nothing without an LLM endpoint"),
+        ({"model": "x", "temperature": 0.2}, {}, "set KERNEVO_LLM_BASE_URL on the worker"),
     ],
 )
 def test_what_a_queued_job_may_not_choose(
@@ -72,6 +76,8 @@ def test_what_a_queued_job_may_not_choose(
     ("section", "settings"),
     [
         ({}, {}),  # offline mutator
+        ({"temperature": 0.2}, {}),  # offline: a temperature changes nothing, harmlessly
+        ({"model": "m"}, {"llm_base_url": ALLOWED}),  # a model at the worker's endpoint
         ({}, {"llm_base_url": ALLOWED, "llm_api_key_env": "OPENAI_API_KEY"}),
         ({"base_url": ALLOWED + "/"}, {"llm_base_url": ALLOWED}),
         ({"base_url": "http://other:8000/v1"}, {"llm_allowed_base_urls": "http://other:8000/v1/"}),
