@@ -17,12 +17,14 @@ import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import create_api_token
 from script_module import load_script
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from web_demo import DemoJob, build_demo_job
 
@@ -210,3 +212,209 @@ def test_the_screenshot_script_writes_every_picture_of_a_given_database(
     assert shown["diff_title"] == f"#{demo.program_ids['i2']} → #{demo.program_ids['i4']}"
     assert (shown["jobs"], shown["tree_nodes"], shown["champions"]) == (1, 12, 1)
     assert sorted(path.name for path in out.glob("*.png")) == sorted(["page.png", *ui.SHOTS])
+
+
+# --- the fresh-user trial's job view: a compile-only job's speedup, a failed job's reason, the
+# plot legend's counts ---------------------------------------------------------------------------
+
+# A failed job's reason as the runner stores it (bare: no 'job N failed:'), and one holding
+# markup, which the page must show as text.
+REASON = "Evolution failed: 0/1 iterations produced a program (last: no valid diffs found)"
+MARKUP_REASON = 'its workers died: <img src=x onerror="document.title=1"> &amp; exit 9'
+NOTHING_TIMED = "n/a: nothing timed (a compile-only job, or no candidate passed)"
+
+
+def _trial_jobs(url: str) -> dict[str, int]:
+    """Jobs like the trial's, by name: ``compile_only`` (complete, best score and speedup 0:
+    nothing timed), ``waiting`` (no best yet), ``failed`` (a scored seed and, at iteration 1,
+    the trial's #294: a program whose diff did not apply, ``diff_error``, then failed with
+    :data:`REASON`), ``markup`` (failed with :data:`MARKUP_REASON`), ``unexplained`` (failed
+    with no stored reason, as rows stored before the field)."""
+    from db import repository as repo
+    from db.session import make_engine, session_scope
+
+    engine = make_engine(url)
+    ids: dict[str, int] = {}
+    try:
+        with session_scope(engine) as s:
+            for name in ("compile_only", "waiting", "failed", "markup", "unexplained"):
+                job = repo.create_job(
+                    s, path="trsm_small", dtype="float64", gpu="nvidia-h200",
+                    shape_bucket="m64n64", config={"path": "trsm_small", "iterations": 2},
+                    backend="offline", model=None,
+                )  # fmt: skip
+                ids[name] = job.id
+                if name == "waiting":
+                    continue
+                repo.update_job_progress(s, job.id, state="running", iteration=0)
+            seed, _ = repo.record_program(
+                s, job_id=ids["failed"], uid="seed", source="// seed", parent_uid=None,
+                island=0, generation=0, iteration=0, diff=None, backend="offline", model=None,
+            )  # fmt: skip
+            child, _ = repo.record_program(
+                s, job_id=ids["failed"], uid="failed-294", source="// seed", parent_uid="seed",
+                island=0, generation=1, iteration=1, diff=None, backend="offline", model=None,
+            )  # fmt: skip
+            ids["seed"], ids["diff_error"] = seed.id, child.id
+            for program, score, state, kind in ((seed, 0.94, "scored", None),
+                                                (child, 0.0, "failed", "diff_error")):  # fmt: skip
+                repo.record_evaluation(
+                    s, program_id=program.id, report_json={"status": kind or "ok"},
+                    gpu_key="nvidia-h200", gpu_name="NVIDIA H200", arch="sm_90",
+                    driver_version=None, nvrtc_version=None, score=score, state=state,
+                    error_kind=kind,
+                )  # fmt: skip
+            repo.update_job_progress(
+                s, ids["compile_only"], state="complete", iteration=2, best_score=0.0,
+                best_speedup=0.0,
+            )  # fmt: skip
+            for name, reason in (("failed", REASON), ("markup", MARKUP_REASON),
+                                 ("unexplained", None)):  # fmt: skip
+                repo.update_job_progress(
+                    s, ids[name], state="failed", iteration=1, last_failure_kind="error",
+                    failure_reason=reason,
+                )  # fmt: skip
+    finally:
+        engine.dispose()
+    return ids
+
+
+@pytest.fixture(scope="module")
+def trial_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict, str]]:
+    """(base URL, :func:`_trial_jobs`' ids, read token) over a fresh SQLite database."""
+    from db.migrate import upgrade
+
+    folder = tmp_path_factory.mktemp("web-trial")
+    url = f"sqlite:///{folder / 'kernevo.db'}"
+    upgrade(url)
+    ids = _trial_jobs(url)
+    token = create_api_token(url, "read", "web-trial")
+    with ui.serve(url) as base_url:
+        yield base_url, ids, token
+
+
+def _api_jobs(base_url: str, token: str) -> dict[int, dict]:
+    """``GET /v1/jobs`` as the CLI reads it, by id."""
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{base_url}/v1/jobs", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
+        return {row["id"]: row for row in json.load(answer)}
+
+
+def _open(driver: WebDriver, base_url: str, **where: Any) -> None:
+    """``ui.open_page``, then drop the 401s of the reads made before the token was pasted."""
+    ui.open_page(driver, base_url, **where)
+    before_token = _severe(driver)
+    assert all("401" in message for message in before_token), before_token
+
+
+def _cell(driver: WebDriver, job_id: int, column: int) -> WebElement:
+    return driver.find_element(
+        By.CSS_SELECTOR, f"#jobs tr[data-job-id='{job_id}'] td:nth-child({column})"
+    )
+
+
+SPEEDUP_COLUMN, STATE_COLUMN, SCORE_COLUMN = 8, 5, 7
+
+
+def test_a_job_with_nothing_timed_shows_no_speedup_as_kernevo_jobs_does(
+    trial_site: tuple[str, dict, str], browser: WebDriver
+) -> None:
+    """The trial's compile-only job showed ``0.00×`` where ``kernevo jobs`` shows ``-``
+    (format.js ``speedup``: 0 is nothing timed)."""
+    from kernevo.cli import _job_line
+
+    base_url, ids, token = trial_site
+    _open(browser, base_url, token=token, job_id=ids["compile_only"])
+    rows = _api_jobs(base_url, token)
+    assert rows[ids["compile_only"]]["best_speedup"] == 0.0
+    # The CLI's rule, for the same row: best 0.000, speedup '-'.
+    assert " 0.000       -  " in _job_line(rows[ids["compile_only"]])
+    cell = _cell(browser, ids["compile_only"], SPEEDUP_COLUMN)
+    assert (cell.text, cell.get_dom_attribute("title")) == ("—", NOTHING_TIMED)
+    assert _cell(browser, ids["compile_only"], SCORE_COLUMN).text == "0.000"
+    waiting = _cell(browser, ids["waiting"], SPEEDUP_COLUMN)  # no best yet: absent, no "why"
+    assert (waiting.text, waiting.get_dom_attribute("title")) == ("—", None)
+    assert "0.00×" not in browser.find_element(By.ID, "jobs").text
+    assert _severe(browser) == []
+
+
+def test_a_failed_jobs_reason_is_shown_in_kernevo_jobs_words(
+    trial_site: tuple[str, dict, str], browser: WebDriver
+) -> None:
+    """The job view names why a failed job failed (``#job-failure``, jobs.js
+    ``failureLine``), the line ``kernevo jobs`` prints; the state badge says it on hover."""
+    from kernevo.cli import _failure_lines
+
+    base_url, ids, token = trial_site
+    rows = _api_jobs(base_url, token)
+    _open(browser, base_url, token=token, job_id=ids["failed"])
+    line = f"job {ids['failed']} failed: {REASON}"
+    assert _failure_lines([rows[ids["failed"]]]) == [line]
+    assert _text(browser, "job-failure") == line
+    assert (
+        _cell(browser, ids["failed"], STATE_COLUMN)
+        .find_element(By.CSS_SELECTOR, "span.badge")
+        .get_dom_attribute("title")
+        == line
+    )
+
+    # Markup in a reason is text: shown whole, no element made from it.
+    _cell(browser, ids["markup"], 1).click()
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: _text(d, "job-failure") == f"job {ids['markup']} failed: {MARKUP_REASON}"
+    )
+    assert browser.find_elements(By.CSS_SELECTOR, "#job-section img, #jobs img") == []
+    assert browser.title == "kernevo"
+
+    # No line for a failed job without a stored reason, nor for a job that did not fail.
+    for name in ("unexplained", "compile_only"):
+        _cell(browser, ids[name], 1).click()
+        WebDriverWait(browser, WAIT_S).until(
+            lambda d, name=name: f"Job #{ids[name]}:" in _text(d, "job-title")
+        )
+        assert _text(browser, "job-failure") == "", name
+        assert not browser.find_element(By.ID, "job-failure").is_displayed(), name
+    assert _severe(browser) == []
+
+
+def _legend(driver: WebDriver) -> dict[str, str]:
+    return {
+        str(entry.get_attribute("data-state")): str(entry.find_element(By.TAG_NAME, "text").text)
+        for entry in driver.find_elements(By.CSS_SELECTOR, "#plot g.legend-entry")
+    }
+
+
+def _dots(driver: WebDriver, state: str) -> int:
+    dots = f"#plot circle.state-{state}[data-program-id]"  # the legend's own have no program
+    return len(driver.find_elements(By.CSS_SELECTOR, dots))
+
+
+def test_the_plot_legend_counts_the_dots_it_colours(
+    trial_site: tuple[str, dict, str], site: tuple[str, DemoJob, str], browser: WebDriver
+) -> None:
+    """The trial's legend said ``failed (0)`` beside a failed program (a diff that did not
+    apply, ``diff_error``) plotted at iteration 1: plot.js ``legendCounts`` counts the plotted
+    dots by the state that colours them."""
+    base_url, ids, token = trial_site
+    _open(browser, base_url, token=token, job_id=ids["failed"], program_id=ids["seed"])
+    failed = f"#plot circle[data-program-id='{ids['diff_error']}']"
+    dot = browser.find_element(By.CSS_SELECTOR, failed)
+    assert "state-failed" in dot.get_attribute("class")
+    assert "iteration 1" in dot.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    assert _legend(browser) == {"verified": "verified (0)", "scored": "scored (1)",
+                                "failed": "failed (1)"}  # fmt: skip
+    assert "2 programs plotted" in _text(browser, "plot-caption")
+
+    # The demo job: a compile error and a wrong answer fail; the promoted programs are verified.
+    demo_url, demo, demo_token = site
+    _open(browser, demo_url, token=demo_token, job_id=demo.job_id)
+    legend = _legend(browser)
+    assert legend["failed"] == "failed (2)"
+    for state, text in legend.items():
+        assert text == f"{state} ({_dots(browser, state)})", (state, text)
+    assert sum(_dots(browser, state) for state in legend) == len(demo.scores) == 11
+    assert _severe(browser) == []

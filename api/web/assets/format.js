@@ -29,9 +29,14 @@ export function score(value) {
   return isNumber(value) ? value.toFixed(3) : "—";
 }
 
+// A speedup: 2 decimals, "—" when absent or 0. A speedup of 0 means nothing was timed (a
+// compile-only job, or no candidate passed): `kernevo jobs` shows "-" there and the job lines
+// "speedup n/a" (docs/CONTRACTS.md), never "0.00×".
 export function speedup(value) {
-  return isNumber(value) ? `${value.toFixed(2)}×` : "—";
+  return isNumber(value) && value > 0 ? `${value.toFixed(2)}×` : "—";
 }
+
+export const NOTHING_TIMED = "n/a: nothing timed (a compile-only job, or no candidate passed)";
 
 // A score change with its sign; "" when absent.
 export function delta(value) {

@@ -1,6 +1,20 @@
-// The jobs table: state, progress against the configured iterations, best scores, heartbeat.
+// The jobs table: state, progress against the configured iterations, best scores, heartbeat;
+// and a failed job's reason, in `kernevo jobs`'s words.
 
-import { age, clear, el, isNumber, score, speedup } from "./format.js";
+import { age, clear, el, isNumber, NOTHING_TIMED, score, speedup } from "./format.js";
+
+// "job N failed: <reason>" for a failed job with a stored reason (job.failure_reason, the bare
+// reason), null otherwise: the line `kernevo jobs` prints under its table, by the same rule.
+export function failureLine(job) {
+  if (!job || job.state !== "failed" || !job.failure_reason) return null;
+  return `job ${job.id} failed: ${job.failure_reason}`;
+}
+
+// The best speedup; a 0 (nothing timed) reads "—" and says why on hover.
+function bestSpeedup(job) {
+  const nothingTimed = isNumber(job.best_speedup) && job.best_speedup <= 0;
+  return el("td", { class: "num", title: nothingTimed ? NOTHING_TIMED : null }, speedup(job.best_speedup));
+}
 
 function progress(job) {
   const total = job.config && Number.isInteger(job.config.iterations) ? job.config.iterations : null;
@@ -33,10 +47,10 @@ export function renderJobs(tbody, jobs, selectedId, onSelect) {
       el("td", {}, job.path),
       el("td", {}, job.dtype),
       el("td", {}, job.gpu),
-      el("td", {}, el("span", { class: `badge state-${job.state}` }, job.state)),
+      el("td", {}, el("span", { class: `badge state-${job.state}`, title: failureLine(job) }, job.state)),
       progress(job),
       el("td", { class: "num" }, score(job.best_score)),
-      el("td", { class: "num" }, speedup(job.best_speedup)),
+      bestSpeedup(job),
       el("td", { class: "num" }, isNumber(job.programs) ? job.programs : "—"),
       heartbeat(job),
     );

@@ -5,7 +5,7 @@
 import { ApiError, getJson, setToken, token } from "./api.js";
 import { championKey, FILTERS, filterValues, renderChampions, renderFacts, renderFilterOptions } from "./champions.js";
 import { clear } from "./format.js";
-import { renderJobs } from "./jobs.js";
+import { failureLine, renderJobs } from "./jobs.js";
 import { renderDiff, renderTree } from "./lineage.js";
 import { renderPlot } from "./plot.js";
 
@@ -84,8 +84,16 @@ function selectedJob() {
   return state.jobs.find((job) => job.id === state.jobId) || null;
 }
 
+// The selected job's title and, for a failed job, why it failed (redrawn with the jobs, so a
+// job that fails while selected says so at the next poll).
+function drawJobHeader() {
+  byId("job-title").textContent = jobTitle();
+  byId("job-failure").textContent = failureLine(selectedJob()) || "";
+}
+
 function drawJobs() {
   renderJobs(byId("jobs").querySelector("tbody"), state.jobs, state.jobId, selectJob);
+  drawJobHeader();
 }
 
 async function loadJobs() {
@@ -111,7 +119,6 @@ function jobTitle() {
 
 async function loadLineage() {
   const jobId = state.jobId;
-  byId("job-title").textContent = jobTitle();
   if (jobId === null) return;
   let lineage;
   try {

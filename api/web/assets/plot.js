@@ -1,5 +1,7 @@
-// The best score over iterations as an inline SVG: every scored program as a dot (by state),
-// the best score so far as a step line, and cuBLAS parity (score 1) dashed.
+// The best score over iterations as an inline SVG: every program with a score as a dot (by
+// state), the best score so far as a step line, and cuBLAS parity (score 1) dashed. The legend
+// counts the dots by the class that colours them (the program's state), so "failed (2)" is
+// the two red dots plotted (a failed program, whatever its error kind, is plotted at score 0).
 
 import { clear, el, isNumber, score } from "./format.js";
 
@@ -31,6 +33,22 @@ function ticks(top, count) {
   const out = [];
   for (let value = 0; value <= top + step * 1e-9; value += step) out.push(value);
   return out;
+}
+
+// The legend's states, in order, and what each means; a state outside these (none today) is
+// added after them, so every dot is counted under its own colour.
+const LEGEND = {
+  verified: "passed the champion checks",
+  scored: "passed the checks and was timed (score 0: compile-only)",
+  failed: "a check failed (its error kind in the lineage): score 0",
+};
+
+// [state, number of dots] for the legend, counted from the plotted nodes by node.state, the
+// key of each dot's class `state-${node.state}`.
+function legendCounts(plotted) {
+  const counts = new Map(Object.keys(LEGEND).map((state) => [state, 0]));
+  for (const node of plotted) counts.set(node.state, (counts.get(node.state) || 0) + 1);
+  return [...counts];
 }
 
 function label(value) {
@@ -113,14 +131,20 @@ export function renderPlot(container, lineage, selectedId, onSelect) {
   chart.append(points);
 
   const legend = svg("g", { class: "legend", transform: `translate(${MARGIN.left + 8} ${MARGIN.top + 4})` });
-  const entries = [["best-line-key", "best so far"], ["point state-verified", "verified"], ["point state-scored", "scored"], ["point state-failed", "failed (0)"]];
-  entries.forEach(([cls, text], index) => {
-    const offset = index * 92;
+  legend.append(
+    svg("line", { x1: 0, x2: 14, y1: 6, y2: 6, class: "best-line" }),
+    svg("text", { x: 18, y: 10, class: "tick" }, "best so far"),
+  );
+  legendCounts(scored).forEach(([state, count], index) => {
+    const offset = (index + 1) * 100;
     legend.append(
-      cls === "best-line-key"
-        ? svg("line", { x1: offset, x2: offset + 14, y1: 6, y2: 6, class: "best-line" })
-        : svg("circle", { cx: offset + 7, cy: 6, r: 3.5, class: cls }),
-      svg("text", { x: offset + 18, y: 10, class: "tick" }, text),
+      svg(
+        "g",
+        { class: "legend-entry", "data-state": state, "data-count": count },
+        svg("title", {}, LEGEND[state] || state),
+        svg("circle", { cx: offset + 7, cy: 6, r: 3.5, class: `point state-${state}` }),
+        svg("text", { x: offset + 18, y: 10, class: "tick" }, `${state} (${count})`),
+      ),
     );
   });
   chart.append(legend);
@@ -129,7 +153,7 @@ export function renderPlot(container, lineage, selectedId, onSelect) {
   container.append(
     el("p", { class: "muted caption", id: "plot-caption" },
       last
-        ? `best ${score(last.best_score)} (program #${last.program_id}) after iteration ${last.iteration}; ${scored.length} scored programs`
+        ? `best ${score(last.best_score)} (program #${last.program_id}) after iteration ${last.iteration}; ${scored.length} programs plotted`
         : ""),
   );
 }
