@@ -87,12 +87,7 @@ def op_shape(spec: OpSpec, values: ShapeValues) -> tuple[int, ...]:
     given = {name: value for name, value in values.items() if value is not None}
     for name, value in given.items():
         if name not in spec.param_names:
-            owners = ", ".join(ops.ops_with_param(name))
-            message = (
-                f"{name} is not a shape parameter of {spec.name} (its parameters: "
-                f"{', '.join(spec.param_names)}); {name} is a parameter of {owners}"
-            )
-            errors.append(_issue(name, message, "extra", value))
+            errors.append(_issue(name, ops.not_a_param(spec, name), "extra", value))
     for param in spec.params:
         if param.name not in given:
             message = f"{spec.name} needs {param.name} ({param.meaning})"

@@ -114,9 +114,7 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
         with httpx.Client(timeout=timeout_s, headers=headers) as client:
             listing = client.get(f"{base}/models")
             if listing.status_code in (401, 403):
-                raise LLMEndpointError(
-                    f"LLM endpoint {shown} refused the API key (HTTP {listing.status_code})"
-                )
+                raise LLMEndpointError(_key_refused(backend, shown, listing.status_code))
             if listing.status_code == 200:
                 try:
                     served = [m["id"] for m in listing.json().get("data", [])]
@@ -137,6 +135,8 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
                     "max_tokens": 1,
                 },
             )
+            if probe.status_code in (401, 403):  # an endpoint without a listing
+                raise LLMEndpointError(_key_refused(backend, shown, probe.status_code))
             if probe.status_code >= 400:
                 raise LLMEndpointError(
                     f"LLM endpoint {shown} answered HTTP {probe.status_code} to a test request "
@@ -147,6 +147,19 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
         raise LLMEndpointError(
             f"LLM endpoint {shown} is unreachable ({type(error).__name__}: {reason})"
         ) from None
+
+
+def _key_refused(backend: LLMBackend, shown: str, status: int) -> str:
+    """The line of an endpoint (``shown``: its URL without credentials) answering ``status``
+    (401, 403): it refused the key sent, or, when no key variable is configured (the client
+    then sends a placeholder, :data:`_NO_KEY`), it needs one."""
+    if backend.api_key_env:
+        return f"LLM endpoint {shown} refused the API key (HTTP {status})"
+    return (
+        f"LLM endpoint {shown} needs an API key (HTTP {status}) and none is configured: name the "
+        "variable holding it with KERNEVO_LLM_API_KEY_ENV (or --llm-api-key-env, "
+        "llm.api_key_env)"
+    )
 
 
 class CanonicalTextLLM(LLMInterface):

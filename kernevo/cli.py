@@ -376,14 +376,28 @@ def _check_work_dir(work_dir: Any) -> None:
     """
     from evolver.errors import WorkDirError
 
-    root = work_dir.expanduser().resolve()
-    above = next((folder for folder in (root, *root.parents) if folder.exists()), None)
+    problem = _file_in_the_way("work folder", work_dir, "--work-dir, else KERNEVO_WORK_DIR")
+    if problem is not None:
+        raise WorkDirError(problem)
+
+
+def _file_in_the_way(what: str, folder: Any, where: str) -> str | None:
+    """Why the folder ``folder`` (``what``: "work folder", "key folder"; ``where``: the
+    options naming it) cannot be used because it, or a folder above it, is a file: one line,
+    where creating it would say only "File exists" or "Not a directory". ``None`` when no file
+    is in the way (whether the folder can be written is for its writer to find)."""
+    from pathlib import Path
+
+    from kernevo.text import printable
+
+    root = Path(folder).expanduser().resolve()
+    above = next((path for path in (root, *root.parents) if path.exists()), None)
     if above is None or above.is_dir():
-        return
-    where = "--work-dir, else KERNEVO_WORK_DIR"
+        return None
+    shown = printable(str(root), 300)
     if above == root:
-        raise WorkDirError(f"work folder {root} is a file, not a folder ({where})")
-    raise WorkDirError(f"work folder {root} cannot be created: {above} is a file, not a folder")
+        return f"{what} {shown} is a file, not a folder ({where})"
+    return f"{what} {shown} cannot be created: {printable(str(above), 300)} is a file, not a folder"
 
 
 # The places an LLM endpoint is configured, in the order they win (evolver.llm.resolve_backend).
@@ -858,6 +872,15 @@ def _error_detail(body: bytes) -> str | None:
     return _one_line(Exception(detail))
 
 
+def _token_hint(scope: str) -> str:
+    """How to get a token of ``scope`` (``read`` or ``write``) for the service: every line
+    that a missing, unknown or too weak ``KERNEVO_API_TOKEN`` ends says it alike."""
+    return (
+        f"set KERNEVO_API_TOKEN to a {scope} token ('kernevo token create --scope {scope}' on "
+        "the service's database)"
+    )
+
+
 def _auth_headers() -> dict[str, str]:
     """``Authorization: Bearer $KERNEVO_API_TOKEN`` when the variable is set (every ``/v1``
     read but the champions' needs a token), else nothing."""
@@ -961,10 +984,7 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
     shown = without_credentials(url)
     answer = _service_request("GET", url, params=params, headers=_auth_headers())
     if answer.status_code == 401:  # no token, or one the service does not know
-        raise CliError(
-            f"401 from {shown}: {_error_detail(answer.body)}; set KERNEVO_API_TOKEN to a read "
-            "token ('kernevo token create --scope read' on the service's database)"
-        )
+        raise CliError(f"401 from {shown}: {_error_detail(answer.body)}; {_token_hint('read')}")
     if answer.status_code >= 400:
         raise CliError(f"{answer.status_code} from {shown}: {_error_detail(answer.body)}")
     return _json_of(answer, url)
@@ -1127,17 +1147,15 @@ def _best_shape(args: argparse.Namespace) -> dict[str, int]:
 def _shape_problems(spec: Any, values: dict[str, str]) -> list[str]:
     """Every problem of the shape ``values`` (parameter name → its decimal text) for the op
     ``spec`` (a ``seeds.ops.OpSpec``), those ``api.shape_query.op_shape`` finds: each name that
-    is not one of the op's parameters, the missing parameters together (``solve_tri needs k
+    is not one of the op's parameters (``seeds.ops.not_a_param``'s line, the service's), the
+    missing parameters together (``solve_tri needs k
     (…), b2 (…) and b3 (…)``), each value outside its parameter's range (``ShapeParam``'s own
     words; a value of more than 30 digits is told by its length, not converted). Empty when
     every parameter is given and in range (a relation between them is ``shape_from``'s to
     check)."""
-    problems = [
-        f"{name} is not a shape parameter of {spec.name} "
-        f"(its parameters: {', '.join(spec.param_names)})"
-        for name in values
-        if name not in spec.param_names
-    ]
+    from seeds.ops import not_a_param
+
+    problems = [not_a_param(spec, name) for name in values if name not in spec.param_names]
     missing = [f"{p.name} ({p.meaning})" for p in spec.params if p.name not in values]
     if missing:
         listed = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
@@ -1594,11 +1612,18 @@ def _cancel_line(job_id: int, outcome: str) -> str:
 
 
 def _cancel_through_service(base: str, job_id: int) -> int:
+    """``PATCH {base}/v1/jobs/{job_id}`` with the write token ``KERNEVO_API_TOKEN``.
+
+    Raises:
+        UsageError: no ``KERNEVO_API_TOKEN``: a setting missing, exit 2 before any request.
+        CliError: the service refuses (the job's own line as on the database; a token it does
+            not know or of scope read, with how to make a write one) or does not answer.
+    """
     from api.settings import ApiSettings
 
     token = ApiSettings().token()
     if token is None:
-        raise CliError("cancel through the service needs KERNEVO_API_TOKEN (the bearer token)")
+        raise UsageError(f"cancel through the service needs a token: {_token_hint('write')}")
     url = f"{base}/v1/jobs/{job_id}"
     shown = without_credentials(url)
     answer = _service_request(
@@ -1612,6 +1637,8 @@ def _cancel_through_service(base: str, job_id: int) -> int:
     # prints it; any other 404/409 (a wrong base URL: "Not Found") names where it came from.
     if answer.status_code in (404, 409) and str(detail).startswith(f"job {job_id} "):
         raise CliError(str(detail))
+    if answer.status_code in (401, 403):  # unknown or revoked token; a read token
+        raise CliError(f"{answer.status_code} from {shown}: {detail}; {_token_hint('write')}")
     if answer.status_code >= 400:
         raise CliError(f"{answer.status_code} from {shown}: {detail}")
     body = _json_of(answer, url)
@@ -1635,6 +1662,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from evolver.store import open_existing_store
 
     _export_path_serves(args)  # a usage error, before the GPU or the database is asked
+    if (problem := _file_in_the_way("export folder", args.output, "-o/--output")) is not None:
+        raise CliError(problem)
     gpu_key = _gpu_key(args.gpu, args.device)
     engine = open_existing_store(_store_url(args))
     try:
@@ -1751,6 +1780,9 @@ def _cmd_keys(args: argparse.Namespace) -> int:
             key = load_signing_key(settings.signing_key)
         else:
             folder = args.dir or settings.key_dir
+            where = "--dir, else KERNEVO_KEY_DIR"
+            if (problem := _file_in_the_way("key folder", folder, where)) is not None:
+                raise CliError(problem)
             key = generate_key_pair(folder)
     except KeyFileError as error:
         raise CliError(str(error)) from None
@@ -1833,7 +1865,10 @@ def _cmd_token(args: argparse.Namespace) -> int:
     """Create, list or revoke the API's bearer tokens in the database (``db.tokens``): a new
     token's secret is printed once, alone on stdout (``T=$(kernevo token create --scope read)``),
     what it is on stderr; the database keeps only its SHA-256."""
+    from sqlalchemy import select
+
     from db import tokens
+    from db.models import ApiToken
     from db.session import read_scope, session_scope
     from evolver.store import open_existing_store, open_store
 
@@ -1858,6 +1893,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     # never create one, nor write the schema into an empty or foreign file (a token in a new
     # database no service reads is a mistake: a mistyped path).
     engine = open_store(url, create=False)
+    before = None  # when the token revoked was revoked already
     try:
         with session_scope(engine) as s:
             if args.token_command == "create":
@@ -1865,6 +1901,11 @@ def _cmd_token(args: argparse.Namespace) -> int:
                 row, secret = tokens.create_token(s, scope=args.scope, name=name)
                 token_id, scope, name = row.id, row.scope, row.name
             else:
+                # Read under the row's lock before revoking: a second revoke keeps the first
+                # time (db.tokens.revoke_token), and says so rather than claim a revocation.
+                before = s.scalar(
+                    select(ApiToken.revoked_at).where(ApiToken.id == args.id).with_for_update()
+                )
                 row = tokens.revoke_token(s, args.id)
                 token_id, name, revoked = row.id, row.name, row.revoked_at
     finally:
@@ -1877,7 +1918,11 @@ def _cmd_token(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        print(f"token {token_id} ({name}) revoked at {revoked:%Y-%m-%d %H:%M:%S} UTC")
+        when = f"revoked at {revoked:%Y-%m-%d %H:%M:%S} UTC"
+        if before is None:
+            print(f"token {token_id} ({name}) {when}")
+        else:
+            print(f"token {token_id} ({name}) was already {when}; nothing changed")
     return 0
 
 
@@ -2402,8 +2447,27 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         if _debug():
             traceback.print_exc()
-        print(f"kernevo: {_one_line(error)}", file=sys.stderr)
+        print(f"kernevo: {_with_job_hint(_one_line(error), args)}", file=sys.stderr)
         return EXIT_ERROR
+
+
+# "job N not found", whoever says it: the database (cancel), the runner (evolve --resume N), the
+# service's 404 (cancel --api-url).
+_JOB_NOT_FOUND = re.compile(r"job \d+ not found")
+
+
+def _with_job_hint(line: str, args: argparse.Namespace) -> str:
+    """``line``, and where it is a ``job N not found`` alone, how to see the jobs that exist:
+    ``kernevo jobs``, asking the service or database the command was pointed at
+    (``--api-url``, ``--database-url``)."""
+    if not _JOB_NOT_FOUND.fullmatch(line):
+        return line
+    where = "".join(
+        f" --{option.replace('_', '-')} {without_credentials(given)}"
+        for option in ("api_url", "database_url")
+        if (given := getattr(args, option, None))
+    )
+    return f"{line}; 'kernevo jobs{where}' lists the jobs"
 
 
 if __name__ == "__main__":

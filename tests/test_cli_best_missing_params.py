@@ -61,7 +61,8 @@ def test_names_of_another_op_missing_parameters_and_ranges_together(
     line = _usage_line(capsys, "--op", "solve_tri", "--shape", "n=0,m=3,b2=4")
     assert line == (
         "kernevo best: error: m is not a shape parameter of solve_tri (its parameters: n, k, "
-        f"b2, b3); solve_tri needs k ({_TRI_MEANINGS['k']}) and b3 ({_TRI_MEANINGS['b3']}); "
+        "b2, b3); m is a parameter of trsm, trsm_batched; "
+        f"solve_tri needs k ({_TRI_MEANINGS['k']}) and b3 ({_TRI_MEANINGS['b3']}); "
         "n=0 is out of range: solve_tri takes 1 <= n <= 2147483647 "
         f"({_TRI_MEANINGS['n']}) {_TRI_USAGE}"
     )

@@ -304,5 +304,6 @@ def test_resume_in_a_kernevo_database_reaches_the_job_lookup(
     in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     open_store(URL).dispose()
-    assert _refusal(capsys, RESUME_ID) == "kernevo: job 41 not found"
-    assert _refusal(capsys, ["cancel", "41"]) == "kernevo: job 41 not found"
+    said = "kernevo: job 41 not found; 'kernevo jobs' lists the jobs"
+    assert _refusal(capsys, RESUME_ID) == said
+    assert _refusal(capsys, ["cancel", "41"]) == said

@@ -370,7 +370,7 @@ def test_resume_of_an_unknown_job_is_one_line(tmp_path: Path) -> None:
         assert not database.exists()
     open_store(f"sqlite:///{database}").dispose()
     line = _one_line_error(_kernevo("evolve", "--resume", "41", tmp_path=tmp_path))
-    assert line == "kernevo: job 41 not found"
+    assert line == "kernevo: job 41 not found; 'kernevo jobs' lists the jobs"
     line = _one_line_error(
         _kernevo(
             "evolve", "--resume", "--path", "trsm_small", "--dtype", "float64", tmp_path=tmp_path

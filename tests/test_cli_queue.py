@@ -31,6 +31,13 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _shown(url: str) -> str:
+    """``url`` as lines show it: a password as ``***`` (``without_credentials``)."""
+    from kernevo.environment import without_credentials
+
+    return without_credentials(url)
+
+
 def _one_line(err: str) -> str:
     lines = err.splitlines()
     assert len(lines) == 1, err
@@ -81,7 +88,11 @@ def test_cancel_errors_are_one_line(
     capsys: pytest.CaptureFixture[str], engine: Engine, fresh_database_url: str, state: str
 ) -> None:
     code, _, err = _run(capsys, "cancel", "99", "--database-url", fresh_database_url)
-    assert (code, _one_line(err)) == (1, "kernevo: job 99 not found")
+    assert (code, _one_line(err)) == (
+        1,
+        f"kernevo: job 99 not found; 'kernevo jobs --database-url {_shown(fresh_database_url)}' "
+        "lists the jobs",
+    )
     # A job that ended keeps the state it ended in (the tester's failed job became cancelled).
     job_id = _ended(engine, state)
     code, _, err = _run(capsys, "cancel", str(job_id), "--database-url", fresh_database_url)
@@ -100,10 +111,13 @@ def test_cancel_errors_are_one_line(
 def test_cancel_through_the_service_needs_a_token(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """A setting missing: a configuration error (exit 2), before any request, naming how to
+    make a write token (tests/test_cli_message_gaps.py: the trial's input)."""
     code, _, err = _run(capsys, "cancel", "1", "--api-url", "http://127.0.0.1:9")
     assert (code, _one_line(err)) == (
-        1,
-        "kernevo: cancel through the service needs KERNEVO_API_TOKEN (the bearer token)",
+        2,
+        "kernevo: cancel through the service needs a token: set KERNEVO_API_TOKEN to a write "
+        "token ('kernevo token create --scope write' on the service's database)",
     )
 
 
@@ -150,6 +164,12 @@ def test_cancel_says_the_same_through_the_service_and_on_the_database(
                          "in flight\n", "")  # fmt: skip
         assert second == (0, f"job {job_id} was already cancelled; nothing changed\n", "")
         assert on_database == [second, second]
+    elif ending == "missing":  # each names the listing of where it asked
+        database = f"--database-url {_shown(fresh_database_url)}"
+        for through, answers in (("--api-url http://kernevo.test", by_service),
+                                 (database, on_database)):  # fmt: skip
+            said = f"kernevo: job 99 not found; 'kernevo jobs {through}' lists the jobs\n"
+            assert answers == [(1, "", said)] * 2
     else:
         assert by_service == on_database
         [(code, out, err), _] = by_service
@@ -278,7 +298,9 @@ def test_export_into_a_file_is_one_line(
     argv = ["export", "--dtype", "float64", "--gpu", H200, "-o", str(blocker)]
     code, _, err = _run(capsys, *argv, "--database-url", fresh_database_url)
     assert code == 1
-    assert _one_line(err).startswith(f"kernevo: cannot write {blocker / 'trsm_small'}: ")
+    assert _one_line(err) == (
+        f"kernevo: export folder {blocker} is a file, not a folder (-o/--output)"
+    )  # kernevo.cli._file_in_the_way, before the database is read
 
 
 def test_export_of_a_missing_database_is_one_line(

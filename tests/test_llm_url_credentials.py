@@ -83,7 +83,12 @@ def _endpoint(status: int, body: bytes) -> Iterator[str]:
 @pytest.mark.parametrize(
     ("status", "body", "says"),
     [
-        (401, b"{}", "refused the API key (HTTP 401)"),
+        (
+            401,
+            b"{}",
+            "needs an API key (HTTP 401) and none is configured: name the variable "
+            "holding it with KERNEVO_LLM_API_KEY_ENV (or --llm-api-key-env, llm.api_key_env)",
+        ),
         (200, b'{"data": [{"id": "other"}]}', "does not serve model 'm'; it serves: other"),
         (500, b"boom", "answered HTTP 500 to a test request for model 'm': boom"),
     ],

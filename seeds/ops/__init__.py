@@ -25,8 +25,8 @@ from .trsm_batched import TRSM_BATCHED
 
 __all__ = [
     "BAND_BIDIAG", "BOUND_KEY", "OPS", "SOLVE_TRI", "TRSM", "OpCall", "OpSpec", "ShapeError",
-    "ShapeParam", "ShapeRelation", "TRSM_BATCHED", "UnknownOpError", "get_op", "ops_with_param",
-    "param_names",
+    "ShapeParam", "ShapeRelation", "TRSM_BATCHED", "UnknownOpError", "get_op", "not_a_param",
+    "ops_with_param", "param_names",
 ]  # fmt: skip
 
 OPS: dict[str, OpSpec] = {spec.name: spec for spec in (TRSM, SOLVE_TRI, BAND_BIDIAG, TRSM_BATCHED)}
@@ -57,3 +57,13 @@ def param_names() -> tuple[str, ...]:
 def ops_with_param(name: str) -> list[str]:
     """The ops that have a shape parameter called ``name``, in registry order."""
     return [spec.name for spec in OPS.values() if name in spec.param_names]
+
+
+def not_a_param(spec: OpSpec, name: str) -> str:
+    """Why ``name`` is refused as a shape parameter of ``spec``'s op, one line naming the op's
+    parameters and the ops that have ``name`` (none for a name no op has): the best-kernel
+    query's 422 (``api.shape_query``) and ``kernevo best --shape`` say it in these words."""
+    line = f"{name} is not a shape parameter of {spec.name} (its parameters: "
+    line += f"{', '.join(spec.param_names)})"
+    owners = ops_with_param(name)
+    return f"{line}; {name} is a parameter of {', '.join(owners)}" if owners else line
