@@ -133,8 +133,7 @@ def test_a_job_the_service_does_not_have_names_the_service_listing(
     code, _, err = _run(capsys, "cancel", "999", "--api-url", "http://kernevo.test")
     assert code == 1
     assert err == (
-        "kernevo: job 999 not found; 'kernevo jobs --api-url http://kernevo.test' lists "
-        "the jobs\n"
+        "kernevo: job 999 not found; 'kernevo jobs --api-url http://kernevo.test' lists the jobs\n"
     )
 
 
