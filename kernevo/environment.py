@@ -286,6 +286,14 @@ CATALOGUE: tuple[Variable, ...] = (
         "a process id",
     ),
     _v(
+        "OPENEVOLVE_LOG",
+        "evolver/openevolve_host.py (set by `kernevo evolve`)",
+        "job context: the job's OpenEvolve log file, which its pool workers append their log "
+        "records to (none reach the user's terminal)",
+        "—",
+        "a file path",
+    ),
+    _v(
         "DEBUG",
         "kernevo/cli.py",
         "true: the CLI prints the traceback after its one-line error",
