@@ -6,8 +6,7 @@ op and values out of range. A usage error: exit 2, nothing asked of the service.
 from __future__ import annotations
 
 import pytest
-
-from kernevo.cli import main
+from cli_usage import usage_line
 
 _BEST = ["best", "--dtype", "float32", "--gpu", "nvidia-h200", "--api-url", "http://127.0.0.1:9"]
 _TRI_MEANINGS = {
@@ -21,12 +20,7 @@ _TRI_USAGE = "(--shape n=…,k=…,b2=…,b3=…) (see kernevo best --help)"
 
 def _usage_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """The one stderr line of ``kernevo best`` refused as a usage error (exit 2)."""
-    with pytest.raises(SystemExit) as exited:
-        main([*_BEST, *argv])
-    out, err = capsys.readouterr()
-    assert exited.value.code == 2 and out == ""
-    [line] = err.splitlines()
-    return line
+    return usage_line(capsys, [*_BEST, *argv])
 
 
 def test_every_missing_parameter_is_named_in_one_line(

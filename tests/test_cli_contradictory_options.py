@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from cli_usage import usage_line
 
 from kernevo.cli import main
 
@@ -26,16 +27,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _usage_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """The one stderr line of ``argv`` refused as a usage error (exit 2, nothing on stdout)."""
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    out, err = capsys.readouterr()
-    assert exited.value.code == 2 and out == ""
-    [line] = err.splitlines()
-    return line
-
-
 @pytest.mark.parametrize(
     "argv",
     [
@@ -49,7 +40,7 @@ def test_evolve_compile_only_with_a_gpu_is_a_usage_error(
     clean_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     (clean_env / "job.yaml").write_text("path: trsm_small\ndtype: float64\n")
-    assert _usage_line(capsys, argv) == (
+    assert usage_line(capsys, argv) == (
         "kernevo evolve: error: --compile-only runs on no GPU: leave out --gpu "
         "(see kernevo evolve --help)"
     )
@@ -75,7 +66,7 @@ def test_export_of_a_path_that_does_not_serve_the_op_in_the_dtype_is_a_usage_err
     clean_env: Path, capsys: pytest.CaptureFixture[str], options: list[str], says: str
 ) -> None:
     """Refused before the database is opened: a missing one would otherwise be named first."""
-    assert _usage_line(capsys, [*_EXPORT, *options]) == (
+    assert usage_line(capsys, [*_EXPORT, *options]) == (
         f"kernevo export: error: argument --path: {says} (see kernevo export --help)"
     )
     assert sorted(p.name for p in clean_env.iterdir()) == []  # no database, no out/
@@ -134,7 +125,7 @@ def test_the_other_contradictory_combinations_stay_usage_errors(
     """The combinations that were usage errors already, so that every one reads alike."""
     (clean_env / "job.yaml").write_text("path: trsm_small\ndtype: float64\n")
     command = argv[0]
-    assert _usage_line(capsys, argv) == (
+    assert usage_line(capsys, argv) == (
         f"kernevo {command}: error: {says} (see kernevo {command} --help)"
     )
     assert sorted(p.name for p in clean_env.iterdir()) == ["job.yaml"]

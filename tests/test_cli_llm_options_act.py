@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_usage import usage_line
 
 from kernevo.cli import main
 
@@ -25,16 +26,6 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder would be made here)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def _usage_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """The one stderr line of an argparse usage error (exit 2)."""
-    with pytest.raises(SystemExit) as caught:
-        main(argv)
-    captured = capsys.readouterr()
-    assert (caught.value.code, captured.out) == (2, ""), captured.err
-    assert captured.err.count("\n") == 1, captured.err
-    return captured.err.rstrip("\n")
 
 
 def _configuration_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -56,7 +47,7 @@ def _job_file(folder: Path, llm: str) -> Path:
 def test_an_llm_option_without_an_endpoint_is_a_usage_error(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
 ) -> None:
-    assert _usage_line(capsys, [*EVOLVE, option, value]) == (
+    assert usage_line(capsys, [*EVOLVE, option, value]) == (
         f"kernevo evolve: error: argument {option}: does nothing without an LLM endpoint "
         f"({SOURCES}): the offline mutator proposes the diffs; add --llm-base-url or leave it "
         "out (see kernevo evolve --help)"
@@ -69,7 +60,7 @@ def test_a_model_in_the_environment_is_no_endpoint(
 ) -> None:
     """``KERNEVO_LLM_MODEL`` alone names no endpoint: ``--llm-api-key-env`` still does nothing."""
     monkeypatch.setenv("KERNEVO_LLM_MODEL", "m")
-    line = _usage_line(capsys, [*EVOLVE, "--llm-api-key-env", "K"])
+    line = usage_line(capsys, [*EVOLVE, "--llm-api-key-env", "K"])
     assert line.startswith("kernevo evolve: error: argument --llm-api-key-env: does nothing ")
 
 
@@ -93,7 +84,7 @@ def test_an_endpoint_option_without_a_model_is_a_usage_error(
 ) -> None:
     """It exited 1 (``LLMEndpointError`` in the runner's preflight); it is decided before
     anything runs."""
-    assert _usage_line(capsys, [*EVOLVE, "--llm-base-url", DEAD_ENDPOINT]) == (
+    assert usage_line(capsys, [*EVOLVE, "--llm-base-url", DEAD_ENDPOINT]) == (
         f"kernevo evolve: error: argument --llm-base-url: an LLM endpoint {NEEDS_MODEL} "
         "(see kernevo evolve --help)"
     )

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_usage import usage_line
 
 from kernevo.cli import _LIST_NARGS, _parser, main
 
@@ -41,15 +42,6 @@ def _kernevo(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         cwd=tmp_path,
         check=False,
     )
-
-
-def _usage_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as caught:
-        main(argv)
-    captured = capsys.readouterr()
-    assert (caught.value.code, captured.out) == (2, ""), captured.err
-    assert captured.err.count("\n") == 1, captured.err
-    return captured.err.rstrip("\n")
 
 
 def _line(command: str, option: str) -> str:
@@ -108,7 +100,7 @@ def test_a_single_valued_option_given_twice_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], argv: list[str], command: str, option: str
 ) -> None:
     prog = "token create" if command == "create" else command
-    assert _usage_line(capsys, argv) == _line(prog, option)
+    assert usage_line(capsys, argv) == _line(prog, option)
 
 
 def test_a_value_from_the_environment_beside_the_option_is_no_repeat(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_usage import usage_line
 
 from kernevo.cli import main
 
@@ -20,25 +21,16 @@ USAGE = "(--shape n=…,k=…,b2=…,b3=…)"
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def _usage_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as caught:
-        main(argv)
-    captured = capsys.readouterr()
-    assert (caught.value.code, captured.out) == (2, ""), captured.err
-    assert captured.err.count("\n") == 1, captured.err
-    return captured.err.rstrip("\n")
-
-
 @pytest.mark.parametrize("n", ["99999999999999999999", "9999999999", "0", "-3"])
 def test_a_shape_value_out_of_range_is_told_the_ops_range(
     capsys: pytest.CaptureFixture[str], n: str
 ) -> None:
-    line = _usage_line(capsys, [*BEST, "--shape", f"n={n},k=6,b2=4,b3=2"])
+    line = usage_line(capsys, [*BEST, "--shape", f"n={n},k=6,b2=4,b3=2"])
     assert line == (
         f"kernevo best: error: n={int(n)} is out of range: {N_RANGE} {USAGE} "
         "(see kernevo best --help)"
     )
-    by_option = _usage_line(capsys, [*BEST, "--n", n, "--shape", "k=6,b2=4,b3=2"])
+    by_option = usage_line(capsys, [*BEST, "--n", n, "--shape", "k=6,b2=4,b3=2"])
     assert by_option == line
 
 
@@ -46,7 +38,7 @@ def test_a_shape_value_of_over_30_digits_is_told_its_length(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Not converted (nor echoed whole): as every integer option says of such a number."""
-    line = _usage_line(capsys, [*BEST, "--shape", f"n={'9' * 200},k=6,b2=4,b3=2"])
+    line = usage_line(capsys, [*BEST, "--shape", f"n={'9' * 200},k=6,b2=4,b3=2"])
     assert line == (
         f"kernevo best: error: n is out of range: {N_RANGE}, not a 200-digit number {USAGE} "
         "(see kernevo best --help)"
@@ -57,7 +49,7 @@ def test_a_shape_value_of_over_30_digits_is_told_its_length(
 def test_a_shape_value_not_in_decimal_digits_is_refused_alike(
     capsys: pytest.CaptureFixture[str], n: str
 ) -> None:
-    line = _usage_line(capsys, [*BEST, "--shape", f"n={n},k=6,b2=4,b3=2"])
+    line = usage_line(capsys, [*BEST, "--shape", f"n={n},k=6,b2=4,b3=2"])
     assert line == (
         f"kernevo best: error: argument --shape: expected an integer value of n, not {n!r} "
         "(decimal digits only) (see kernevo best --help)"
@@ -79,7 +71,7 @@ def test_a_shape_value_not_in_decimal_digits_is_refused_alike(
 def test_every_integer_option_takes_decimal_digits_only(
     capsys: pytest.CaptureFixture[str], argv: list[str], option: str, value: str, what: str
 ) -> None:
-    line = _usage_line(capsys, [*argv, value])
+    line = usage_line(capsys, [*argv, value])
     assert line == (
         f"kernevo {argv[0]}: error: argument {option}: expected {what}, not {value!r} "
         f"(decimal digits only) (see kernevo {argv[0]} --help)"
@@ -87,7 +79,7 @@ def test_every_integer_option_takes_decimal_digits_only(
 
 
 def test_a_negative_value_is_still_told_the_range(capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_line(capsys, ["jobs", "--limit", "-3"])
+    line = usage_line(capsys, ["jobs", "--limit", "-3"])
     assert line == (
         "kernevo jobs: error: argument --limit: a positive integer must be 1..2147483647, not -3 "
         "(see kernevo jobs --help)"
@@ -115,13 +107,13 @@ def test_bench_loader_shapes_are_checked_by_their_type(
     expected = (
         f"kernevo bench-loader: error: argument --shapes: {says} (see kernevo bench-loader --help)"
     )
-    assert _usage_line(capsys, [*BENCH, shape]) == expected
-    assert _usage_line(capsys, [*BENCH, "16x16", shape]) == expected
-    assert _usage_line(capsys, [*BENCH[:-1], f"--shapes={shape}"]) == expected
+    assert usage_line(capsys, [*BENCH, shape]) == expected
+    assert usage_line(capsys, [*BENCH, "16x16", shape]) == expected
+    assert usage_line(capsys, [*BENCH[:-1], f"--shapes={shape}"]) == expected
 
 
 def test_bench_loader_measures_trsm_only(capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_line(capsys, ["bench-loader", "--op", "solve_tri", "--dtype", "float32"])
+    line = usage_line(capsys, ["bench-loader", "--op", "solve_tri", "--dtype", "float32"])
     assert line == (
         "kernevo bench-loader: error: argument --op: invalid choice: 'solve_tri' (choose from "
         "'trsm') (see kernevo bench-loader --help)"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_usage import usage_line
 
 import kernevo
-from kernevo.cli import main
 from seeds.spec import MissingDtypeError, UnknownDtypeError, check_dtype
 
 SOLVE_TRI_F64 = "op solve_tri has no float64 kernel; it implements float32"
@@ -22,15 +22,6 @@ SOLVE_TRI_F64 = "op solve_tri has no float64 kernel; it implements float32"
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def _usage_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as caught:
-        main(argv)
-    captured = capsys.readouterr()
-    assert (caught.value.code, captured.out) == (2, ""), captured.err
-    assert captured.err.count("\n") == 1, captured.err
-    return captured.err.rstrip("\n")
 
 
 def test_the_words_of_a_missing_and_of_an_unknown_dtype() -> None:
@@ -54,7 +45,7 @@ def test_the_words_of_a_missing_and_of_an_unknown_dtype() -> None:
 def test_evolve_names_the_path_that_lacks_the_dtype(
     in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _usage_line(capsys, ["evolve", "--path", "solve_tri", "--dtype", "float64"]) == (
+    assert usage_line(capsys, ["evolve", "--path", "solve_tri", "--dtype", "float64"]) == (
         "kernevo evolve: error: argument --dtype: path solve_tri has no float64 kernel; it "
         "implements float32 (see kernevo evolve --help)"
     )
@@ -83,7 +74,7 @@ def test_best_checks_the_dtype_before_asking_the_service(
     """The service at port 1 would be unreachable (exit 1): the refusal comes first."""
     argv = ["best", "--op", "solve_tri", "--dtype", "float64", "--shape", "n=64,k=6,b2=4,b3=2"]
     argv += ["--gpu", "nvidia-h200", "--api-url", "http://127.0.0.1:1"]
-    assert _usage_line(capsys, argv) == (
+    assert usage_line(capsys, argv) == (
         f"kernevo best: error: argument --dtype: {SOLVE_TRI_F64} (see kernevo best --help)"
     )
 
@@ -93,7 +84,7 @@ def test_export_checks_the_dtype_before_the_database(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], path: list[str]
 ) -> None:
     argv = ["export", "--op", "solve_tri", "--dtype", "float64", "--gpu", "nvidia-h200"]
-    assert _usage_line(capsys, [*argv, *path, "-o", "out"]) == (
+    assert usage_line(capsys, [*argv, *path, "-o", "out"]) == (
         f"kernevo export: error: argument --dtype: {SOLVE_TRI_F64} (see kernevo export --help)"
     )
     assert list(in_tmp.iterdir()) == []  # neither a database nor the output folder
