@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_through_app import through_the_app
 from fastapi.testclient import TestClient
 from http_stub import JSON, StubServer, reply
 
@@ -52,26 +52,6 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return url
 
 
-def _through_the_app(monkeypatch: pytest.MonkeyPatch, client: TestClient) -> None:
-    """The CLI's requests answered by the app behind ``client`` (``kernevo.http_get``)."""
-    import httpx
-
-    from kernevo import http_get
-
-    real = http_get.request
-
-    def app_answer(request: httpx.Request) -> httpx.Response:
-        answered = client.request(
-            request.method, request.url.path, content=request.content, headers=request.headers
-        )
-        return httpx.Response(answered.status_code, content=answered.content)
-
-    def through(method: str, url: str, **kwargs: Any) -> http_get.Answer:
-        return real(method, url, **{**kwargs, "transport": httpx.MockTransport(app_answer)})
-
-    monkeypatch.setattr(http_get, "request", through)
-
-
 # --- 1. cancel through the service without a (write) token ------------------------------------
 
 
@@ -96,7 +76,7 @@ def test_a_token_the_service_refuses_for_cancel_says_how_to_make_a_write_one(
 ) -> None:
     """A read token (403) or one the service does not know (401): the service's words, then
     how to make a write token; exit 1 (the service answered)."""
-    _through_the_app(monkeypatch, api_client)
+    through_the_app(monkeypatch, api_client)
     monkeypatch.setenv("KERNEVO_API_TOKEN", read_token if token == "read" else "x" * 40)
     code, out, err = _run(capsys, "cancel", "4", "--api-url", "http://kernevo.test")
     said = {
@@ -129,7 +109,7 @@ def test_a_job_the_service_does_not_have_names_the_service_listing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, api_client: TestClient
 ) -> None:
     """The service's 404 line gets the hint too, naming the service."""
-    _through_the_app(monkeypatch, api_client)
+    through_the_app(monkeypatch, api_client)
     code, _, err = _run(capsys, "cancel", "999", "--api-url", "http://kernevo.test")
     assert code == 1
     assert err == (

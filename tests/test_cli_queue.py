@@ -8,9 +8,10 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+from cli_through_app import through_the_app
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
@@ -132,22 +133,7 @@ def test_cancel_says_the_same_through_the_service_and_on_the_database(
 ) -> None:
     """``kernevo cancel --api-url`` printed "cancelled" for a job cancelled before, where the
     database route printed "was already cancelled": the service now says which."""
-    import httpx
-
-    from kernevo import http_get
-
-    real = http_get.request
-
-    def app_answer(request: httpx.Request) -> httpx.Response:
-        answered = api_client.request(
-            request.method, request.url.path, content=request.content, headers=request.headers
-        )
-        return httpx.Response(answered.status_code, content=answered.content)
-
-    def through_the_app(method: str, url: str, **kwargs: Any) -> http_get.Answer:
-        return real(method, url, **{**kwargs, "transport": httpx.MockTransport(app_answer)})
-
-    monkeypatch.setattr(http_get, "request", through_the_app)
+    through_the_app(monkeypatch, api_client)
     if ending == "cancelled":
         job_id = _enqueue(engine)
     elif ending == "missing":
