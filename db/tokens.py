@@ -113,9 +113,10 @@ def list_tokens(s: Session, *, include_revoked: bool = True) -> list[ApiToken]:
     return list(s.scalars(query))
 
 
-def revoke_token(s: Session, token_id: int) -> ApiToken:
+def revoke_token(s: Session, token_id: int) -> tuple[ApiToken, bool]:
     """Revoke the token ``token_id`` from now on (database clock); revoking twice keeps the
-    first time.
+    first time. Returns the row and whether it was revoked already (read under the row's lock,
+    so a caller can say "nothing changed" rather than claim a revocation).
 
     Raises:
         NotFoundError: no token ``token_id``.
@@ -123,8 +124,9 @@ def revoke_token(s: Session, token_id: int) -> ApiToken:
     row = s.scalar(select(ApiToken).where(ApiToken.id == token_id).with_for_update())
     if row is None:
         raise NotFoundError(f"token {token_id} not found")
-    if row.revoked_at is None:
+    already = row.revoked_at is not None
+    if not already:
         row.revoked_at = func.now()
         s.flush()
         s.refresh(row)
-    return row
+    return row, already

@@ -1865,10 +1865,8 @@ def _cmd_token(args: argparse.Namespace) -> int:
     """Create, list or revoke the API's bearer tokens in the database (``db.tokens``): a new
     token's secret is printed once, alone on stdout (``T=$(kernevo token create --scope read)``),
     what it is on stderr; the database keeps only its SHA-256."""
-    from sqlalchemy import select
 
     from db import tokens
-    from db.models import ApiToken
     from db.session import read_scope, session_scope
     from evolver.store import open_existing_store, open_store
 
@@ -1893,7 +1891,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     # never create one, nor write the schema into an empty or foreign file (a token in a new
     # database no service reads is a mistake: a mistyped path).
     engine = open_store(url, create=False)
-    before = None  # when the token revoked was revoked already
+    already = False  # the token revoked was revoked before
     try:
         with session_scope(engine) as s:
             if args.token_command == "create":
@@ -1901,12 +1899,8 @@ def _cmd_token(args: argparse.Namespace) -> int:
                 row, secret = tokens.create_token(s, scope=args.scope, name=name)
                 token_id, scope, name = row.id, row.scope, row.name
             else:
-                # Read under the row's lock before revoking: a second revoke keeps the first
-                # time (db.tokens.revoke_token), and says so rather than claim a revocation.
-                before = s.scalar(
-                    select(ApiToken.revoked_at).where(ApiToken.id == args.id).with_for_update()
-                )
-                row = tokens.revoke_token(s, args.id)
+                # A second revoke keeps the first time, and says so rather than claim one.
+                row, already = tokens.revoke_token(s, args.id)
                 token_id, name, revoked = row.id, row.name, row.revoked_at
     finally:
         engine.dispose()
@@ -1919,7 +1913,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
         )
     else:
         when = f"revoked at {revoked:%Y-%m-%d %H:%M:%S} UTC"
-        if before is None:
+        if not already:
             print(f"token {token_id} ({name}) {when}")
         else:
             print(f"token {token_id} ({name}) was already {when}; nothing changed")

@@ -48,10 +48,11 @@ def test_two_tokens_differ_and_unknown_secrets_find_nothing(db_session: Session)
 def test_revoke_keeps_the_row_and_the_first_time(db_session: Session) -> None:
     row, secret = create_token(db_session, scope="read", name="old")
     kept, _ = create_token(db_session, scope="write", name="kept")
-    revoked = revoke_token(db_session, row.id)
-    assert revoked.revoked_at is not None
+    revoked, already = revoke_token(db_session, row.id)
+    assert revoked.revoked_at is not None and not already
     first_time = revoked.revoked_at
-    assert revoke_token(db_session, row.id).revoked_at == first_time
+    again, already = revoke_token(db_session, row.id)
+    assert again.revoked_at == first_time and already
     assert find_token(db_session, secret) == revoked  # found, and the caller sees it revoked
     assert [t.name for t in list_tokens(db_session)] == ["old", "kept"]
     assert [t.id for t in list_tokens(db_session, include_revoked=False)] == [kept.id]
