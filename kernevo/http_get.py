@@ -8,6 +8,7 @@ runs in a daemon thread the caller waits for at most ``timeout_s``; the thread s
 and stops at its first chunk past the deadline or past ``max_bytes``. A step it cannot interrupt
 (name resolution, headers trickling in a byte at a time) keeps only that daemon thread, never the
 caller, until the server stops sending or one read waits as long as was left of ``timeout_s``.
+A URL's user part is never sent (``request``'s doc says why).
 
 httpx is imported by the first request, not with this module (``kernevo.client``'s module doc
 says why the loader cares).
@@ -95,7 +96,10 @@ def request(
     ``transport`` replaces the network (tests pass an ``httpx.MockTransport``); ``verify`` is
     httpx's (a TLS context, or ``True`` for its default CA bundle). ``Accept-Encoding:
     identity`` is asked for: a compressed body would grow many times over in one decoded chunk
-    before the cap is checked.
+    before the cap is checked. A user part in ``url`` (``http://user:password@host``,
+    ``https://TOKEN@host``) is dropped before sending, never sent as HTTP basic auth: httpx
+    would turn it into an ``Authorization: Basic`` header that replaces the bearer token in
+    ``headers``, the one credential a kernevo service reads (``KERNEVO_API_TOKEN``).
 
     Raises:
         UnreachableError: a transport error.
@@ -168,9 +172,12 @@ def _request_until(
     timeout = httpx.Timeout(max(deadline - time.monotonic(), 1e-3))
     sent = {"Accept-Encoding": "identity", **(headers or {})}
     try:
+        # Without its user part (``request``'s doc): httpx sends one as basic auth, over the
+        # bearer token. Inside the ``try``: a URL httpx cannot parse raises ``InvalidURL`` here.
+        target = httpx.URL(url).copy_with(userinfo=b"")
         with (
             httpx.Client(timeout=timeout, transport=transport, verify=verify) as client,
-            client.stream(method, url, params=params, headers=sent, json=json_body) as response,
+            client.stream(method, target, params=params, headers=sent, json=json_body) as response,
         ):
             encoding = response.headers.get("content-encoding", "").strip().lower()
             if encoding not in ("", "identity"):
