@@ -8,8 +8,8 @@ kernevo`` (the loader) stays light and ``kernevo --help`` is instant.
 Errors caused by input or infrastructure (no GPU, unreachable LLM endpoint, service or
 database, a work folder that cannot be written, a port in use, a job that is not there) print one
 line on stderr and exit 1; usage and configuration errors exit 2: a bad argument (a value given
-on the command line that the job configuration refuses included, and a single-valued option given
-twice: ``_given_once``), a ``--config`` job file whose
+on the command line that the job configuration refuses included, and an option given twice, a
+list option such as ``bench-loader --shapes`` too: ``_given_once``), a ``--config`` job file whose
 content does not parse or validate, a database URL that does not parse or names a database
 other than SQLite and PostgreSQL (``--database-url`` or ``KERNEVO_DATABASE_URL``;
 ``db.session.dialect_problem``), options that contradict each other (``evolve --compile-only
@@ -100,22 +100,26 @@ def _raise_stopped(signum: int, frame: Any) -> None:
 _NEGATIVE_VALUE = re.compile(r"-[0-9].*", re.DOTALL)
 
 
-# The actions of an option that holds one value (or one flag): given twice, argparse keeps the
-# last and drops the first silently (``--iterations 1 --iterations 2`` ran 2), where a REST query
-# refuses a repeated parameter and a job file a duplicate key. ``None`` is add_argument's default.
-_SINGLE_VALUED_ACTIONS = (None, "store", "store_const", "store_true", "store_false")
-# nargs of an option that takes a list: repeating it replaces the list (left as argparse does).
-_LIST_NARGS = ("+", "*", argparse.REMAINDER)
+# The actions of an option that holds one value, one flag or one list: given twice, argparse
+# keeps the last and drops the first silently (``--iterations 1 --iterations 2`` ran 2,
+# ``--shapes 16x16 --shapes 32x32`` timed 32x32 only), where a REST query refuses a repeated
+# parameter and a job file a duplicate key. ``None`` is add_argument's default.
+_STORE_ACTIONS = (None, "store", "store_const", "store_true", "store_false")
+# nargs of an option that takes a list (``bench-loader --dtype``, ``--shapes``): its repeat is
+# refused too, as ``--gpus 0,1 --gpus 2`` is, its line saying to give all the values at once.
+_LIST_NARGS = ("+", "*")
 
 
 def _given_once(base: type[argparse.Action]) -> type[argparse.Action]:
-    """``base`` (a single-valued action) refusing an option given a second time in one parse,
-    in any spelling that reaches the same action (``--opt v``, ``--opt=v``, an abbreviation,
-    ``-o`` and ``--output``); a value from a ``KERNEVO_*`` default is no repeat (it is not
-    parsed). Options of ``nargs`` ``+`` and ``*`` take lists and are left alone.
+    """``base`` (a storing action) refusing an option given a second time in one parse, in any
+    spelling that reaches the same action (``--opt v``, ``--opt=v``, an abbreviation, ``-o``
+    and ``--output``); a value from a ``KERNEVO_*`` default is no repeat (it is not parsed). An
+    option taking a list (``nargs`` ``+`` or ``*``) is refused alike: its repeat replaced the
+    first list, not added to it.
 
     The class's call raises ``argparse.ArgumentError`` (``argument --path: given twice; give it
-    once``) on the repeat: the parsing parser's usage error, exit 2, before anything runs."""
+    once``; for a list option ``argument --shapes: given twice; give it once, with all its
+    values``) on the repeat: the parsing parser's usage error, exit 2, before anything runs."""
 
     class GivenOnce(base):  # type: ignore[misc,valid-type]
         def __call__(
@@ -126,11 +130,12 @@ def _given_once(base: type[argparse.Action]) -> type[argparse.Action]:
             option_string: str | None = None,
         ) -> None:
             given = getattr(parser, "given", None)
-            if self.option_strings and self.nargs not in _LIST_NARGS and given is not None:
+            if self.option_strings and given is not None:
                 if self in given:
+                    values_too = ", with all its values" if self.nargs in _LIST_NARGS else ""
                     # Raised, not parser.error: argparse names the option ("argument --path: …")
                     # and the subcommand's parser (the one parsing) prints the line.
-                    raise argparse.ArgumentError(self, "given twice; give it once")
+                    raise argparse.ArgumentError(self, f"given twice; give it once{values_too}")
                 given.add(self)
             super().__call__(parser, namespace, values, option_string)
 
@@ -141,14 +146,14 @@ def _given_once(base: type[argparse.Action]) -> type[argparse.Action]:
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (argparse prints the whole usage by default),
     arguments that start with a minus and a digit read as values (:data:`_NEGATIVE_VALUE`), and
-    a single-valued option given twice refused (:func:`_given_once`), as every subcommand's
-    parser is one of these."""
+    an option given twice refused (:func:`_given_once`), as every subcommand's parser is one
+    of these."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # The actions given so far in the current parse (parse_known_args resets it).
         self.given: set[argparse.Action] | None = None
-        for name in _SINGLE_VALUED_ACTIONS:
+        for name in _STORE_ACTIONS:
             self.register("action", name, _given_once(self._registry_get("action", name)))
 
     def parse_known_args(  # type: ignore[override]
