@@ -296,14 +296,20 @@ def validate_job_config(
 def shown_config(config: dict[str, Any]) -> dict[str, Any]:
     """A job's stored configuration as it is shown or served (``GET /v1/jobs``, the web page):
     its ``llm.base_url`` with the URL's credentials as ``***``
-    (``kernevo.environment.without_credentials``). The database keeps the real URL: a resumed
-    job sends its requests there. ``config`` itself is not changed."""
+    (``kernevo.environment.without_credentials``), and ``gpu`` ``None`` for a compile-only job.
+    The database keeps the real URL: a resumed job sends its requests there. It keeps the
+    compile-only job's ``gpu`` too (:class:`JobConfig`'s integer, ``0`` or ``KERNEVO_GPU``),
+    which no evaluation of that job uses: shown, ``gpu 0`` read as a job on device 0 beside
+    the job's GPU key ``none``. ``config`` itself is not changed."""
     from kernevo.environment import without_credentials
 
-    llm = config.get("llm")
-    if not isinstance(llm, dict) or not isinstance(llm.get("base_url"), str):
-        return config
-    return {**config, "llm": {**llm, "base_url": without_credentials(llm["base_url"])}}
+    shown = dict(config)
+    if shown.get("compile_only") is True and "gpu" in shown:
+        shown["gpu"] = None
+    llm = shown.get("llm")
+    if isinstance(llm, dict) and isinstance(llm.get("base_url"), str):
+        shown["llm"] = {**llm, "base_url": without_credentials(llm["base_url"])}
+    return shown
 
 
 # A job file is a few hundred bytes; past this it is the wrong file (a log, a checkpoint).
