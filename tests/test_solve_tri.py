@@ -26,6 +26,7 @@ from solve_tri_emulation import Tunables, emulate, launch_config
 
 from evaluator.checks import solve_tri as checks
 from evaluator.checks.device_state import device_state_failure
+from evaluator.checks.integrity import guard_pattern
 from evaluator.compile import compile_cubin
 from evaluator.screen import screen
 from seeds.solve_tri import layout
@@ -73,6 +74,17 @@ def _variant(warps: int, cols: int, tile: int, unroll: int = 4, **more: int) -> 
         if t.name in values:
             source = source.replace(t.line, t.with_value(str(values[t.name])))
     return source
+
+
+def _emulated(source: str) -> Tunables:
+    """The emulator's ``Tunables`` for ``source``'s values (a variant keeps every tunable it
+    does not set at the seed's value, ``ST_FILL_BLOCKS`` included: a mirror built from the
+    emulator's own defaults drifts from the seed when a seed default changes)."""
+    values = {t.name: int(t.value) for t in parse_tunables(source)}
+    return Tunables(
+        values["ST_WARPS"], values["ST_COLS_PER_WARP"], values["ST_TILE"],
+        bool(values["ST_RECIP_DIAG"]), values["ST_FILL_BLOCKS"],
+    )  # fmt: skip
 
 
 def _x_buffer(problem: Problem, x: np.ndarray) -> np.ndarray:
@@ -341,6 +353,8 @@ def test_inputs_are_guarded_unpacked_and_different_per_batch(problem_layout, kin
             bits[-GUARD_ELEMENTS:] == GUARD_BITS
         ).all()
         assert (bits[~tensor.footprint()] == GUARD_BITS).all()
+        # The evaluator's float32 guard value (a signaling NaN: tests/test_guard_values.py).
+        assert GUARD_BITS.to_bytes(4, "little") == guard_pattern(np.dtype(np.float32), 1)
         assert tensor.footprint().sum() == np.prod(tensor.ne)
         if problem_layout != "packed":
             cols, rows, b2, b3 = tensor.ne
@@ -444,6 +458,14 @@ def test_fill_blocks_splits_only_what_a_small_batch_leaves_idle(shape, split):
     n, k, b2, b3 = shape
     assert launch_config(n, k, b2, b3, Tunables(fill_blocks=132))[1] == split
     assert launch_config(n, k, b2, b3, Tunables())[1] == 1  # fill_blocks 0: one
+
+
+@pytest.mark.parametrize("shape", [SANITIZER_SHAPE, (256, 128, 4, 2), (17, 9, 2, 4)])
+def test_the_seeds_own_tunables_emulate_right_with_the_split_they_launch(shape):
+    """The seed as it is (``ST_FILL_BLOCKS`` and every other default read from its source, as
+    the GPU tests' launch mirror reads them), emulated with the blocks per matrix it asks for."""
+    problem = make_problem(shape, 11)
+    assert checks.check_output(problem, emulate(problem, _emulated(SEED))) is None
 
 
 @pytest.mark.parametrize("shape", [(128, 32, 4, 2), (64, 64, 2, 2), (17, 9, 2, 4), (30, 8, 7, 1)])
@@ -702,7 +724,7 @@ def test_every_warp_count_at_the_sanitizer_shape(tmp_path, warps):
         driver = _driver(_variant(warps, cols, tile, **more), tmp_path)
         n, k, b2, b3 = SANITIZER_SHAPE
         geometry = driver.geometry(n, k, b2, b3)
-        mirror = launch_config(n, k, b2, b3, Tunables(warps, cols, tile))
+        mirror = launch_config(n, k, b2, b3, _emulated(_variant(warps, cols, tile, **more)))
         assert [*geometry.grid, *geometry.block, geometry.shared_bytes] == mirror
         for problem_layout in LAYOUTS:
             problem = make_problem(SANITIZER_SHAPE, warps, "bounded", problem_layout)

@@ -171,10 +171,11 @@ class HostTrsmBatched:
         b = at_address(b_ptr, (count, m, n), (m * n * item, n * item, item), self.dtype)
         if self.fault == "first_batch_a":
             a = np.broadcast_to(a[:1], a.shape)
-        b[...] = forward_substitution(a, b).astype(self.dtype)
-        # The matrices past the batch are solved from guard NaNs: the device's arithmetic gives
-        # its canonical NaN there (NumPy here would keep the guard's payload).
-        b[batch:] = np.nan
+        # batch_tile solves the matrices past the batch from the guard band's signaling NaNs and
+        # stores what the arithmetic makes of them: a quiet NaN, the payload kept (NumPy does
+        # what the H200's float64 units do, RESULTS 24), so the band's bytes change.
+        with np.errstate(invalid="ignore"):
+            b[...] = forward_substitution(a, b).astype(self.dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -8,16 +8,26 @@ import numpy as np
 
 from evaluator.report import CheckFailure
 
-# Quiet NaNs with a payload arithmetic does not produce (a computed NaN has payload 0). Guard
-# bands around A and B hold them: a kernel that reads past an array gets NaN, which flows into X
-# and fails the finite check; one that writes there changes the exact bytes.
-_GUARD_BITS = {4: (np.uint32, 0x7FC0_4B56), 8: (np.uint64, 0x7FF8_0000_4B56_4B56)}
+# Guard values: signaling NaNs with a tag in the payload. A read past an array brings NaN into
+# X (the finite check); a write there changes the exact bytes (the guard check) -- a write of a
+# value computed from the guard itself included, the kind a kernel's spare threads store past
+# the end after solving with what they read there: IEEE 754 (6.2) has arithmetic on a signaling
+# NaN deliver a quiet one, so the quiet bit flips even where the hardware keeps the payload. The
+# H200's float64 arithmetic keeps it: with quiet-NaN guards such a write left every byte as it
+# was (RESULTS 24). Only a plain copy of a guard word onto itself stays invisible (memcheck,
+# docs/EVALUATOR.md, sees addresses). The tags keep the payload nonzero (0 would be infinity)
+# and no guard word equals a NaN that arithmetic makes (CUDA's canonical float32 0x7FFFFFFF,
+# NumPy's 0x7FF8000000000000). One value per width: sets sliced out of a timing buffer compare
+# against a fresh allocation of their own layout.
+_GUARD_BITS = {4: (np.uint32, 0x7F90_4B56), 8: (np.uint64, 0x7FF4_4B56_0000_4B56)}
 # Elements of guard band on each side of an array (verification) or of each timed input set.
 GUARD_ELEMENTS = 256
 
 
 def guard_pattern(dtype: np.dtype, elements: int) -> bytes:
-    """``elements`` guard values of ``dtype`` (real or complex): payload-tagged quiet NaNs."""
+    """``elements`` guard values of ``dtype`` (real or complex: both parts): tagged signaling
+    NaNs. Host code must only move them (NumPy arithmetic or a cast on one warns, and quiets
+    it)."""
     dtype = np.dtype(dtype)
     word = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
     bits_type, bits = _GUARD_BITS[word]

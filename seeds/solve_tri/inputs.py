@@ -23,7 +23,7 @@ Layouts (:data:`LAYOUTS`), each tensor with strides of its own drawn from the se
 
 Every tensor sits in a buffer of its own between two guard bands of ``GUARD_ELEMENTS`` floats,
 and every unused float inside its span (row, matrix and batch padding) holds the guard value too:
-payload-tagged quiet NaNs (``GUARD_BITS``, the float32 value of
+tagged signaling NaNs (``GUARD_BITS``, the float32 value of
 ``evaluator.checks.integrity.guard_pattern``). A read of padding brings NaN into X; a write
 there changes the exact bytes (``evaluator.checks.solve_tri``). X's own elements start as NaN
 (``POISON_BITS``): an unwritten element stays non-finite.
@@ -41,7 +41,7 @@ from .layout import FLOAT_BYTES, Strides, packed_strides, span_bytes
 KINDS: tuple[str, ...] = ("bounded", "ggml")
 LAYOUTS: tuple[str, ...] = ("packed", "padded", "batch_swapped")
 GUARD_ELEMENTS = 256
-GUARD_BITS = 0x7FC0_4B56
+GUARD_BITS = 0x7F90_4B56
 POISON_BITS = 0x7FC0_0000
 _KIND_STREAM = {"bounded": 0, "ggml": 1}
 _LAYOUT_STREAM = 0x57A1DE
