@@ -254,4 +254,9 @@ def test_the_second_process_replays_the_warm_start_memo(startup: dict) -> None:
 def test_load_and_the_first_call_from_the_disk_cache_are_under_50_ms(startup: dict) -> None:
     """Issue 11's bound on an application's every start after its first (the second process,
     the warm-start memo replayed)."""
-    assert startup["load_first_call_ms"] < LOAD_FIRST_CALL_BOUND_MS, startup
+    # The message names where the time went (RESULTS 24: a 69 ms run inside the GPU suite said
+    # only its total, which a rerun alone could not explain).
+    assert startup["load_first_call_ms"] < LOAD_FIRST_CALL_BOUND_MS, (
+        f"load + first call {startup['load_first_call_ms']:.1f} ms; "
+        f"{_script().phases_line(startup)}"
+    )
