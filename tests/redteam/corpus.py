@@ -408,6 +408,15 @@ READBACK_OUTSIDE_B = kernel(
 """,
 )
 
+COMPUTED_WRITEBACK_OUTSIDE_B = kernel(
+    body=COLUMN
+    + r"""  rt_solve_column(A, b, m, lda);
+  // Row m of the last column solved too, as a kernel whose row loop runs one row long does:
+  // it reads the element past B's end, divides it by a diagonal and stores the result there.
+  if (col == n - 1) b[m] = rt_div(b[m], A[0]);
+""",
+)
+
 MODIFIES_A = kernel(
     body=COLUMN
     + r"""  // Copies the diagonal into the strict upper triangle, never read by TRSM: scratch.
@@ -747,7 +756,7 @@ TRSM_SMALL_ENTRIES: tuple[Entry, ...] = (
         stage="pipeline",
         shape=(7, 5),
         mechanism="Pads odd-sized outputs with a zero element past B's end (X itself is right). "
-        "That element is the first of a guard band of payload-tagged NaNs whose bytes are "
+        "That element is the first of a guard band of tagged signaling NaNs whose bytes are "
         "compared after the run: out_of_bounds_write on the quick check's (7, 5).",
     ),
     Entry(
@@ -763,6 +772,21 @@ TRSM_SMALL_ENTRIES: tuple[Entry, ...] = (
         "differs and X is right, so every run-time check passes (verification's and timing's "
         "buffers hold guard bands there). compute-sanitizer's memcheck, run with CuPy's pool "
         "off so that B is an allocation of its own, reports the accesses past it.",
+    ),
+    Entry(
+        name="computed_writeback_outside_b",
+        kind=None,
+        dtype="float64",
+        block=COMPUTED_WRITEBACK_OUTSIDE_B,
+        status="wrong",
+        check="out_of_bounds_write",
+        stage="pipeline",
+        shape=(7, 5),
+        mechanism="Stores, past B's end, a value computed from what it read there (X itself is "
+        "right). With quiet-NaN guards the H200's float64 division kept the guard's payload and "
+        "no byte changed (RESULTS 24, trsm_small_batched's spare slots); the guards are "
+        "signaling NaNs, which the division quiets: out_of_bounds_write on the quick check's "
+        "(7, 5).",
     ),
     Entry(
         name="modifies_a",
