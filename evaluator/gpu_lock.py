@@ -31,6 +31,8 @@ from pathlib import Path
 
 from filelock import FileLock, ReadWriteLock
 
+from evaluator.visible_devices import physical_index
+
 PRIVATE_MODE = 0o700
 
 
@@ -82,14 +84,21 @@ def lock_dir() -> Path:
 
 
 def gpu_lock_path(gpu_index: int) -> Path:
-    """The reader/writer lock file of CUDA device ``gpu_index`` (created on first use)."""
-    return lock_dir() / f"gpu{gpu_index}.rwlock"
+    """The reader/writer lock file of this process's CUDA device ``gpu_index`` (created on
+    first use), named by its physical index (``evaluator.visible_devices``): one lock per GPU
+    whatever ``CUDA_VISIBLE_DEVICES`` each holder runs under.
+
+    Raises:
+        VisibleDevicesError: ``CUDA_VISIBLE_DEVICES`` cannot say which device it is.
+    """
+    return lock_dir() / f"gpu{physical_index(gpu_index)}.rwlock"
 
 
 def gpu_gate_path(gpu_index: int) -> Path:
-    """The gate of CUDA device ``gpu_index``: held by a timer from before it waits until it is
-    done, passed through by every shared holder (created on first use)."""
-    return lock_dir() / f"gpu{gpu_index}.gate"
+    """The gate of this process's CUDA device ``gpu_index`` (named as :func:`gpu_lock_path`
+    names its lock): held by a timer from before it waits until it is done, passed through by
+    every shared holder (created on first use)."""
+    return lock_dir() / f"gpu{physical_index(gpu_index)}.gate"
 
 
 @contextmanager
@@ -100,6 +109,7 @@ def gpu_lock(gpu_index: int, *, shared: bool = False) -> Iterator[None]:
 
     Raises:
         LockDirError: the private lock folder is unusable (see :func:`lock_dir`).
+        VisibleDevicesError: ``CUDA_VISIBLE_DEVICES`` cannot say which device it is.
     """
     # Lock objects per hold: filelock's singleton per path is one SQLite connection, which
     # cannot hold two modes, or wait in two threads, at once; a FileLock of its own is a file

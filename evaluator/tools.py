@@ -19,6 +19,7 @@ from evaluator.child_env import allowed_environment
 from evaluator.gpu_lock import gpu_lock
 from evaluator.parent_watch import arm_pdeathsig, start_group_reaper
 from evaluator.report import CheckFailure
+from evaluator.visible_devices import physical_index
 from kernevo.device import nvidia_driver_version as proc_driver_version
 
 # compute-sanitizer exits with this status when it found an error (--error-exitcode), so a
@@ -53,11 +54,12 @@ def run_candidate_under(
     timeout_s: float,
     repeat: int = 1,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tool_argv + [python -m evaluator.run_once ...]`` on ``gpu_index``, at ``shape``
-    (the path's op's parameters in order).
+    """Run ``tool_argv + [python -m evaluator.run_once ...]`` on this process's CUDA device
+    ``gpu_index``, at ``shape`` (the path's op's parameters in order).
 
     Raises:
         subprocess.TimeoutExpired: the tool ran past ``timeout_s``.
+        VisibleDevicesError: ``CUDA_VISIBLE_DEVICES`` cannot say which device it is.
     """
     with tempfile.TemporaryDirectory() as tmp:
         cubin_path = Path(tmp) / "candidate.cubin"
@@ -69,7 +71,8 @@ def run_candidate_under(
             "--repeat", str(repeat),
         ]  # fmt: skip
         # Like the GPU worker: the candidate runs with the allow-listed environment only.
-        env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(gpu_index)}
+        # Pinned to the physical device this process's index names (evaluator.visible_devices).
+        env = {**allowed_environment(), "CUDA_VISIBLE_DEVICES": str(physical_index(gpu_index))}
         # This thread waits for the tool, so the kernel's parent-death signal (tied to the
         # creating thread) fires only if this process dies: a kill -9 of the job takes the tool
         # with it. The tool runs in a session of its own, so that its launcher (which

@@ -26,6 +26,7 @@ from typing import Any
 from evaluator.child_env import allow_listed_environ
 from evaluator.gpu_lock import gpu_lock
 from evaluator.parent_watch import die_with_parent
+from evaluator.visible_devices import physical_index
 
 # Task kinds that hold the GPU alone (``evaluator.gpu_tasks``): timing and the re-check after
 # it. Every other kind (info, check, champion) shares the device with other shared work.
@@ -34,14 +35,15 @@ EXCLUSIVE_KINDS = frozenset({"time"})
 _CUDA_ERROR_MODULES = ("cupy_backends.cuda", "cupy.cuda")
 
 
-def _serve(conn: Connection, gpu_index: int, parent_pid: int) -> None:
-    """Child main loop: receive task dicts, answer result dicts until the pipe closes.
+def _serve(conn: Connection, physical: int, parent_pid: int) -> None:
+    """Child main loop on physical CUDA device ``physical`` (its only visible device, index 0
+    here): receive task dicts, answer result dicts until the pipe closes.
 
     Dies with ``parent_pid`` (the pool worker that started it) by the watchdog only: the parent
     starts it from an OpenEvolve evaluation thread, whose end would fire PR_SET_PDEATHSIG.
     """
     die_with_parent(parent_pid)
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(physical)
     from evaluator import gpu_tasks
 
     while True:
@@ -101,10 +103,16 @@ class TaskError(Exception):
 
 
 class GpuWorker:
-    """Runs evaluator.gpu_tasks in a spawned child pinned to ``gpu_index``."""
+    """Runs evaluator.gpu_tasks in a spawned child pinned to this process's CUDA device
+    ``gpu_index``: the child's ``CUDA_VISIBLE_DEVICES`` is its physical index.
+
+    Raises:
+        VisibleDevicesError: ``CUDA_VISIBLE_DEVICES`` cannot say which device it is (one line).
+    """
 
     def __init__(self, gpu_index: int) -> None:
         self.gpu_index = gpu_index
+        self.physical_index = physical_index(gpu_index)
         self._proc: Any = None
         self._conn: Connection | None = None
         self.restarts = 0
@@ -118,7 +126,7 @@ class GpuWorker:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(
-            target=_serve, args=(child, self.gpu_index, os.getpid()), daemon=True
+            target=_serve, args=(child, self.physical_index, os.getpid()), daemon=True
         )
         with allow_listed_environ():  # the child's /proc/<pid>/environ: no keys, no tokens
             self._proc.start()

@@ -41,26 +41,18 @@ def allow_worker_children() -> None:
 
 def physical_gpu(index: int, environ: Mapping[str, str] | None = None) -> int:
     """The physical device index of ``index`` counted among ``CUDA_VISIBLE_DEVICES`` (when it
-    is set to a list of integers), else ``index`` itself.
+    is set to a list of integers), else ``index`` itself
+    (``evaluator.visible_devices.physical_index``).
 
     Raises:
         ClusterError: the variable holds device UUIDs, or fewer devices than ``index + 1``.
     """
-    env = os.environ if environ is None else environ
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or visible.strip() == "":
-        return index
-    parts = [p.strip() for p in visible.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        raise ClusterError(
-            f"CUDA_VISIBLE_DEVICES={visible!r} names devices by UUID: give device indices "
-            "(Slurm: --gpu-bind=none, or unset it and pass --gpu with the physical index)"
-        )
-    if index >= len(parts):
-        raise ClusterError(
-            f"--gpu {index}: CUDA_VISIBLE_DEVICES={visible!r} makes {len(parts)} device(s) visible"
-        )
-    return int(parts[index])
+    from evaluator.visible_devices import VisibleDevicesError, physical_index
+
+    try:
+        return physical_index(index, environ)
+    except VisibleDevicesError as error:
+        raise ClusterError(str(error)) from None
 
 
 def worker_plugin(gpu: int | None, gpu_key: str | None = None) -> Any:

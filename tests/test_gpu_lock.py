@@ -21,6 +21,7 @@ def runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # indices here are physical
     return runtime
 
 
@@ -82,17 +83,26 @@ _HOLDER = textwrap.dedent(
     """
     import sys, time
     from evaluator.gpu_lock import gpu_lock
-    with gpu_lock(0, shared=sys.argv[1] == "shared"):
+    with gpu_lock(int(sys.argv[2]), shared=sys.argv[1] == "shared"):
         print("held", flush=True)
         time.sleep(600)
     """
 )
 
 
-def _hold_in_another_process(mode: str) -> subprocess.Popen[str]:
-    """A process holding GPU 0's lock in ``mode`` (``shared`` or ``alone``) until killed."""
+def _hold_in_another_process(
+    mode: str, index: int = 0, visible: str | None = None
+) -> subprocess.Popen[str]:
+    """A process holding its device ``index``'s lock in ``mode`` (``shared`` or ``alone``)
+    until killed, under ``CUDA_VISIBLE_DEVICES=visible`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, mode], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLDER, mode, str(index)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
@@ -144,6 +154,45 @@ def test_timing_holds_the_gpu_alone_and_verifications_share_it(
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("visible", "index", "waits"),
+    [
+        ("4,0", 1, True),  # its device 1 is physical 0: this process's device 0
+        ("0", 0, True),
+        ("6", 0, False),  # its device 0 is physical 6: another GPU
+        ("0,6", 1, False),
+    ],
+)
+def test_the_lock_is_the_physical_devices_whatever_each_holder_sees(
+    runtime_dir: Path, visible: str, index: int, waits: bool
+) -> None:
+    """A holder under ``CUDA_VISIBLE_DEVICES`` (Slurm's, a pinned worker's) and one without it
+    take one lock for one GPU and two for two (``evaluator.visible_devices``): before, the lock
+    was named by each process's own index, so timing on physical GPU 0 and verification on
+    it under ``CUDA_VISIBLE_DEVICES=4,0`` did not exclude each other."""
+    proc = _hold_in_another_process("alone", index, visible)
+    taker = _Taker(shared=False)
+    try:
+        assert taker.got.wait(0.5) is not waits
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert taker.got.wait(5.0)
+        taker.release()
+
+
+def test_an_index_the_visible_devices_lack_is_one_line(
+    runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaluator.gpu_lock import gpu_lock
+    from evaluator.visible_devices import VisibleDevicesError
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    expected = r"^--gpu 2: CUDA_VISIBLE_DEVICES='4,6' makes 2"
+    with pytest.raises(VisibleDevicesError, match=expected), gpu_lock(2):
+        pass
 
 
 def test_a_waiting_timer_goes_before_verifications_that_come_after_it(runtime_dir: Path) -> None:
