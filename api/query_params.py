@@ -1,5 +1,8 @@
 """One value per query parameter: ``?dtype=float32&dtype=float64`` is a 422, not the last one;
-an integer in decimal digits only: ``?limit=+5``, ``?m=20_49``, ``?m=2049.0`` are 422s.
+a parameter the route does not take is a 422, not ignored: ``/v1/champions?dtyp=float32``
+(a misspelt filter answered with every dtype's champions) names ``dtyp`` and the route's
+parameters; an integer in decimal digits only: ``?limit=+5``, ``?m=20_49``, ``?m=2049.0`` are
+422s.
 
 FastAPI reads a scalar query parameter from the last of its repeated values (Starlette's
 ``QueryParams[name]``), so a client that built ``dtype`` twice got one of them silently, and a
@@ -22,7 +25,9 @@ import re
 from collections import Counter
 
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
@@ -67,5 +72,44 @@ def refuse_repeated_query(request: Request) -> None:
                     "type": "repeated_parameter",
                 }
                 for name, count in repeated
+            ]
+        )
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters ``dependant`` and its dependencies read, by their names in a URL."""
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def refuse_unknown_query(request: Request) -> None:
+    """Refuse a request to a route of the API (one in its OpenAPI document) whose query string
+    gives a parameter the route does not read (its own, its dependencies', the shape's of
+    ``api.shape_query``). FastAPI ignores such a parameter, so a misspelt filter or one of
+    another route widened the answer silently. The web page and the docs pages (outside the
+    document) keep their query strings for their scripts.
+
+    Raises:
+        RequestValidationError: 422 (``api.validation``'s short answer), one error per unknown
+            parameter: ``loc`` ``["query", name]``, ``type`` ``extra_forbidden`` (pydantic's
+            name), ``msg`` naming the parameters the route takes.
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not route.include_in_schema:
+        return
+    known = _query_names(route.dependant)
+    unknown = [name for name in dict.fromkeys(request.query_params) if name not in known]
+    if unknown:
+        takes = f"this route takes {', '.join(sorted(known))}" if known else "this route takes none"
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": f"unknown query parameter; {takes}",
+                    "type": "extra_forbidden",
+                }
+                for name in unknown
             ]
         )
