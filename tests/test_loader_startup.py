@@ -105,6 +105,27 @@ def test_complex128s_other_path_is_remembered_absent_so_the_service_is_not_asked
     assert (decision.route, decision.path) == ("kernel", "trsm_small")
 
 
+def test_the_loaders_packages_are_compiled_as_an_install_compiles_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measured from bytecode, not source: under PYTHONDONTWRITEBYTECODE=1 a working tree's
+    modules were compiled by every measuring process (most of the warm import time)."""
+    script = _script()
+    for package in ("kernevo", "seeds"):
+        (tmp_path / package / "inner").mkdir(parents=True)
+        (tmp_path / package / "__init__.py").write_text("X = 1\n")
+        (tmp_path / package / "inner" / "mod.py").write_text("Y = 2\n")
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    script.compile_loader_bytecode()
+    tag = sys.implementation.cache_tag
+    for package in ("kernevo", "seeds"):
+        assert (tmp_path / package / "__pycache__" / f"__init__.{tag}.pyc").is_file()
+        assert (tmp_path / package / "inner" / "__pycache__" / f"mod.{tag}.pyc").is_file()
+    (tmp_path / "seeds" / "broken.py").write_text("def (:\n")
+    with pytest.raises(RuntimeError, match="seeds does not compile to bytecode"):
+        script.compile_loader_bytecode()
+
+
 def test_the_phases_line_names_each_phase_in_order() -> None:
     line = _script().phases_line(
         {
