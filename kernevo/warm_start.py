@@ -76,7 +76,6 @@ import operator
 import os
 import re
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -802,6 +801,8 @@ def _create_secret(key_dir: Path) -> bytes | None:
     if problem is not None:
         _warn_once("secret", str(key_dir), f"kernevo: warm start off: {problem}")
         raise OSError(problem)
+    import tempfile  # as secrets: a replaying start never writes (tempfile brings shutil, bz2)
+
     fd, tmp_name = tempfile.mkstemp(dir=key_dir, prefix=".warm-start.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o600)
