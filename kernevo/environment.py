@@ -593,14 +593,22 @@ _warned: set[tuple[str, str]] = set()
 _log = logging.getLogger("kernevo")
 
 
-def warn_once(environ: Mapping[str, str]) -> list[EnvironmentProblem]:
+def warn_once(
+    environ: Mapping[str, str], *, validated: Iterable[str] = ()
+) -> list[EnvironmentProblem]:
     """Log each problem of :func:`check_environment` once per process as a warning on the
     ``"kernevo"`` logger; the loader's check, which must not break the application it runs in.
+    A value problem (``not_boolean``, ``empty_value``) of a variable in ``validated`` (names,
+    any case) is not logged: the caller's own validation refuses that value next, as a
+    ``SettingsError`` in the same words, and a second copy on the log said it twice.
 
     Returns the problems found this time (logged or already logged before).
     """
     problems = check_environment(environ)
+    own = {name.upper() for name in validated}
     for problem in problems:
+        if problem.check in ("not_boolean", "empty_value") and problem.name.upper() in own:
+            continue
         if (problem.check, problem.name) not in _warned:
             _warned.add((problem.check, problem.name))
             _log.warning("kernevo: %s", problem.message)
@@ -634,7 +642,9 @@ def settings_error(error: Any, *, arguments: Iterable[str] = ()) -> SettingsErro
     reason = _PYDANTIC_PREFIXES.sub("", str(first.get("msg", "invalid value")))
     reason = reason[:1].lower() + reason[1:]
     if field in set(arguments):
-        shown = f"{field}={shorten(str(given))!r}"
+        # A keyword argument is shown as Python wrote it: cache_max_age_s=-1, not '-1'.
+        value = repr(shorten(given)) if isinstance(given, str) else shorten(repr(given))
+        shown = f"{field}={value}"
         return SettingsError(f"{shown}: {reason}", check=first["type"], name=field)
     name = PREFIX + field.upper()
     entry = variable(name)

@@ -95,7 +95,7 @@ class LoaderSettings(BaseSettings):
     debug: bool = False
 
     def __init__(self, **values: Any) -> None:
-        warn_once(os.environ)
+        warn_once(os.environ, validated=(f"KERNEVO_{name}" for name in type(self).model_fields))
         try:
             super().__init__(**values)
         except ValidationError as error:

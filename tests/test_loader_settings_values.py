@@ -102,3 +102,36 @@ def test_a_cache_folder_that_is_a_file_is_refused(
     # A folder not yet created is fine: the first write creates it.
     with caplog.at_level(logging.WARNING, logger="kernevo"):
         assert LoaderSettings(cache_dir=tmp_path / "new").cache_dir == tmp_path / "new"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("KERNEVO_WARM_START", "maybe"), ("KERNEVO_API_URL", " ")]
+)
+def test_a_loader_value_it_refuses_is_said_once_not_also_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, variable: str, value: str
+) -> None:
+    """A fresh user's trial: ``KERNEVO_WARM_START=maybe`` was a ``kernevo:`` warning on the log
+    and then a ``SettingsError`` in the same words. The settings' own variables' values are said
+    by the error alone; other problems of the environment are still logged."""
+    monkeypatch.setattr(environment, "_warned", set())
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("KERNEVO_API_KERNELS_REQUIRE_READ", "maybe")  # the service's, not ours
+    monkeypatch.setenv("KERNEVO_WARM_STAR", "1")  # misspelt
+    with caplog.at_level(logging.WARNING, logger="kernevo"), pytest.raises(SettingsError) as caught:
+        LoaderSettings()
+    assert caught.value.name == variable
+    logged = [record.getMessage() for record in caplog.records]
+    assert not any(variable + "=" in line or variable + " is" in line for line in logged), logged
+    service = "kernevo: KERNEVO_API_KERNELS_REQUIRE_READ='maybe'"
+    assert any(line.startswith(service) for line in logged), logged
+    assert any("KERNEVO_WARM_STAR" in line and "KERNEVO_WARM_START" in line for line in logged)
+
+
+def test_a_keyword_argument_is_shown_as_python_wrote_it() -> None:
+    """``cache_max_age_s=-1`` was said as ``cache_max_age_s='-1'``, a number quoted as text."""
+    with pytest.raises(SettingsError, match=r"^cache_max_age_s=-1: input should be greater"):
+        LoaderSettings(cache_max_age_s=-1)
+    with pytest.raises(SettingsError, match=r"^api_url='ftp://x': "):
+        LoaderSettings(api_url="ftp://x")
+    with pytest.raises(SettingsError, match=r"^request_timeout_s=inf: "):
+        LoaderSettings(request_timeout_s=float("inf"))

@@ -207,7 +207,7 @@ def test_keyword_arguments_are_named_as_arguments() -> None:
     with pytest.raises(SettingsError) as caught:
         LoaderSettings(request_timeout_s=0)
     assert caught.value.name == "request_timeout_s"
-    assert str(caught.value).startswith("request_timeout_s='0': ")
+    assert str(caught.value).startswith("request_timeout_s=0: ")  # a number, not quoted text
 
 
 def test_the_loader_refuses_a_bad_timeout_before_any_cuda_call(
