@@ -20,12 +20,17 @@ from seeds.registry import Rule
 
 
 class Health(BaseModel):
-    """Liveness and the database's schema revision."""
+    """Liveness, the database's schema revision, and how healthy the database is: ``status``
+    is ``degraded`` when it is ``read_only`` (reads work, writes answer 503); ``integrity`` is
+    ``ok`` when SQLite's bounded page check passed, ``unchecked`` when it ran out of time (a
+    large file) or on PostgreSQL."""
 
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"]
     database: Literal["ok"]
     schema_revision: str | None
     schema_head: str | None
+    integrity: Literal["ok", "unchecked"]
+    read_only: bool
 
 
 class EvaluationOut(BaseModel):

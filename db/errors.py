@@ -85,7 +85,9 @@ class UnsupportedDatabaseError(ValueError):
 class DatabaseUnavailableError(Exception):
     """The database cannot answer: ``kind`` is ``locked`` (another connection held a lock past
     the busy timeout), ``damaged`` (not a database, or malformed), ``unreachable`` (cannot be
-    opened or connected to) or ``read_only`` (a write reached a read-only session: our bug).
+    opened or connected to), ``read_only`` (a write reached a read-only session: our bug) or
+    ``read_only_database`` (the database itself refuses writes: a read-only file or folder, a
+    standby server; ``db.session.read_only_error``).
 
     Infrastructure, not bad input: the API answers 503, the CLI prints the one-line message.
     """

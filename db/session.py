@@ -37,7 +37,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
-from db.errors import UnsupportedDatabaseError, database_unavailable
+from db.errors import DatabaseUnavailableError, UnsupportedDatabaseError, database_unavailable
 
 # Seconds a SQLite connection waits for another connection's lock before "database is locked".
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -286,11 +286,33 @@ def is_read_engine(engine: Engine) -> bool:
     return bool(engine.get_execution_options().get(_READ_ONLY_OPTION))
 
 
-def _raise_unavailable(error: BaseException) -> None:
+def read_only_error(engine: Engine, reason: str) -> DatabaseUnavailableError:
+    """A write the database refused because it is read-only, as a one-line
+    ``DatabaseUnavailableError`` (kind ``read_only_database``) naming the database (the file,
+    or the URL with its password shown as ``***``) and what to do."""
+    url = engine.url
+    if url.get_backend_name() == "sqlite":
+        name = url.database or url.render_as_string()
+        remedy = "make the file, its -wal and -shm files and its folder writable by this process"
+    else:
+        name = url.render_as_string(hide_password=True)
+        remedy = "point kernevo at a writable primary"
+    return DatabaseUnavailableError(
+        "read_only_database", f"database {name} is read-only ({reason}); {remedy}"
+    )
+
+
+def _raise_unavailable(error: BaseException, writer: Engine | None = None) -> None:
     """Raise ``error`` as ``DatabaseUnavailableError`` when it means the database cannot answer;
-    return otherwise (the caller re-raises it unchanged)."""
+    return otherwise (the caller re-raises it unchanged). On a ``writer`` engine a read-only
+    refusal is the database's (its file or server is read-only), not a write through a read
+    session: ``read_only_error`` says so."""
     if isinstance(error, DBAPIError):
         converted = database_unavailable(error)
+        if converted is not None and converted.kind == "read_only" and writer is not None:
+            orig = getattr(error, "orig", None) or error
+            reason = " ".join(str(orig).split())[:200] or type(orig).__name__
+            raise read_only_error(writer, reason) from error
         if converted is not None:
             raise converted from error
 
@@ -305,7 +327,8 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
     Raises:
         db.errors.DatabaseUnavailableError: the database is locked past the busy timeout,
-            damaged or unreachable (chained to the driver's error).
+            damaged, unreachable or read-only (kind ``read_only_database``: its file or
+            server refuses writes), chained to the driver's error.
     """
     session = Session(engine, expire_on_commit=False)
     try:
@@ -313,7 +336,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         session.commit()
     except BaseException as error:
         session.rollback()
-        _raise_unavailable(error)
+        _raise_unavailable(error, writer=engine)
         raise
     finally:
         session.close()

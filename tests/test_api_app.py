@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 def test_healthz_reports_the_schema_revision(api_client: TestClient) -> None:
     response = api_client.get("/healthz")
     assert response.status_code == 200
+    sqlite = str(api_client.app.state.engine.url).startswith("sqlite")  # type: ignore[attr-defined]
     assert response.json() == {
         "status": "ok",
         "database": "ok",
         "schema_revision": head_revision(),
         "schema_head": head_revision(),
+        "integrity": "ok" if sqlite else "unchecked",
+        "read_only": False,
     }
 
 
