@@ -293,6 +293,14 @@ def validate_job_config(
         raise JobConfigError(_one_line(error, source)) from None
 
 
+# The key of a job row's config recording the work root (``--work-dir``, else
+# ``KERNEVO_WORK_DIR``; absolute) the job ran in last (``evolver.runner``): a resume without
+# ``--work-dir`` finds the job's folder there, so the hint "resume with 'kernevo evolve --resume
+# N'" holds whatever folder the job ran in. Not a JobConfig field (a job file or POST /v1/jobs
+# cannot set it): taken out of the stored config before it is validated, and not shown.
+WORK_ROOT_KEY = "work_root"
+
+
 def shown_config(config: dict[str, Any]) -> dict[str, Any]:
     """A job's stored configuration as it is shown or served (``GET /v1/jobs``, the web page):
     its ``llm.base_url`` with the URL's credentials as ``***``
@@ -300,10 +308,11 @@ def shown_config(config: dict[str, Any]) -> dict[str, Any]:
     The database keeps the real URL: a resumed job sends its requests there. It keeps the
     compile-only job's ``gpu`` too (:class:`JobConfig`'s integer, ``0`` or ``KERNEVO_GPU``),
     which no evaluation of that job uses: shown, ``gpu 0`` read as a job on device 0 beside
-    the job's GPU key ``none``. ``config`` itself is not changed."""
+    the job's GPU key ``none``. The work root a local job ran in (:data:`WORK_ROOT_KEY`, a
+    path on the machine that ran it) is left out. ``config`` itself is not changed."""
     from kernevo.environment import without_credentials
 
-    shown = dict(config)
+    shown = {key: value for key, value in config.items() if key != WORK_ROOT_KEY}
     if shown.get("compile_only") is True and "gpu" in shown:
         shown["gpu"] = None
     llm = shown.get("llm")

@@ -55,7 +55,7 @@ from evolver.errors import (
     WorkDirError,
 )
 from evolver.gpu import GpuFacts, query_gpu
-from evolver.job_config import JobConfig, validate_job_config
+from evolver.job_config import WORK_ROOT_KEY, JobConfig, validate_job_config
 from evolver.lineage import LineageRecorder, RecordContext
 from evolver.llm import LLMBackend, check_endpoint, model_configs, resolve_backend
 from evolver.openevolve_config import build_config
@@ -276,7 +276,10 @@ def _start_job(
                 dtype=job.dtype,
                 gpu=gpu.key if gpu else NO_GPU_KEY,
                 shape_bucket=spec.shape_bucket,
-                config=job.model_dump(mode="json"),
+                config={
+                    **job.model_dump(mode="json"),
+                    WORK_ROOT_KEY: str(settings.work_dir.expanduser().resolve()),
+                },
                 backend=backend.kind,
                 model=backend.model,
             )
@@ -315,6 +318,7 @@ def resume_job(
     write: Write = print,
     cluster: ClusterOptions | None = None,
     resume_hint: str | None = None,
+    work_dir_given: bool = True,
 ) -> JobOutcome:
     """Continue an unfinished job from its newest checkpoint, on the Dask cluster of
     ``cluster`` when given (the job's GPU key's workers), else on the local GPU.
@@ -329,8 +333,16 @@ def resume_job(
     ``gpu`` index of the same GPU model; a ``path``, ``dtype`` or ``bucket`` that differs from
     the job's is refused.
 
+    ``work_dir_given`` false (``kernevo evolve --resume`` without ``--work-dir``): the job runs
+    in the work root it ran in last (:data:`WORK_ROOT_KEY`), not ``settings.work_dir``, so a job
+    started with ``--work-dir`` resumes from its own checkpoints; a job recorded without one
+    (made before the key) uses ``settings.work_dir``. True (a worker, or ``--work-dir``):
+    ``settings.work_dir``.
+
     Raises:
-        ResumeError: no such job, a finished one, a running one, or another GPU model.
+        ResumeError: no such job, a finished one, a running one, or another GPU model; or the
+            job's recorded work folder is gone while the job had run iterations there (without
+            ``work_dir_given``).
         ResumeOptionError: ``iterations`` at or below the job's current iteration.
         NoGpuError, LLMEndpointError, WorkDirError, StoreError, JobConfigError,
             ClusterError: one line.
@@ -346,6 +358,7 @@ def resume_job(
             write=write,
             cluster=cluster,
             resume_hint=resume_hint,
+            work_dir_given=work_dir_given,
         )
 
 
@@ -358,6 +371,7 @@ def _resume_job(
     write: Write,
     cluster: ClusterOptions | None,
     resume_hint: str | None = None,
+    work_dir_given: bool = True,
 ) -> JobOutcome:
     from db import repository
     from db.session import session_scope
@@ -399,6 +413,7 @@ def _resume_job(
                 f"{given['iterations']} must exceed it (it extends the job)"
             )
         stored = dict(row.config)
+        work_root = stored.pop(WORK_ROOT_KEY, None)
         kept = ("path", "dtype", "bucket", "llm")
         stored.update({k: v for k, v in given.items() if k not in kept})
         job = validate_job_config(stored, f"job {row.id} config")
@@ -408,6 +423,9 @@ def _resume_job(
                 raise LLMEndpointError(f"job {row.id}: {problem}")
         job_id, gpu_key, work_key = row.id, row.gpu_key, row.work_key
         best_score, best_speedup = row.best_score, row.best_speedup
+        iteration = row.iteration
+    if not work_dir_given and isinstance(work_root, str):
+        settings = _recorded_work_root(settings, job_id, work_key, Path(work_root), iteration)
     on_key = None if gpu_key == NO_GPU_KEY else gpu_key
     with _evaluating_on(cluster, compile_only=job.compile_only, gpu_key=on_key) as evaluation:
         gpu, backend = _preflight(job, settings, evaluation)
@@ -430,6 +448,24 @@ def _resume_job(
             evaluation=evaluation,
             resume_hint=resume_hint,
         )
+
+
+def _recorded_work_root(
+    settings: EvolverSettings, job_id: int, work_key: str, root: Path, iteration: int
+) -> EvolverSettings:
+    """``settings`` with ``work_dir`` the work root ``root`` job ``job_id`` last ran in.
+
+    Raises:
+        ResumeError: the job's folder there is gone although the job ran ``iteration`` > 0
+            iterations in it: a resume would start over from the seed, so it is said, not done.
+    """
+    folder = work_folder(root, job_id, work_key)
+    if iteration > 0 and not folder.is_dir():
+        raise ResumeError(
+            f"job {job_id} ran to iteration {iteration} in work folder {folder}, which is gone; "
+            f"resume with --work-dir to start it over from its seed in another work folder"
+        )
+    return settings.model_copy(update={"work_dir": root})
 
 
 def _count_programs(engine: Engine, job_id: int) -> int:
@@ -739,7 +775,11 @@ def _run_locked(
         # The configuration this run follows: a resume's new --iterations, --gpu or --in-flight
         # are stored, so a later resume without them keeps them.
         repository.update_job_progress(
-            s, job_id, state="running", iteration=done, config=job.model_dump(mode="json")
+            s,
+            job_id,
+            state="running",
+            iteration=done,
+            config={**job.model_dump(mode="json"), WORK_ROOT_KEY: str(work.parent)},
         )
         # This process beats for the job (unless a worker holds it and beats itself): record
         # how often, so that no worker's reaper takes its 30 s beats for a death.

@@ -63,7 +63,7 @@ def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
     from db import queue, repository
     from db.session import session_scope
     from evolver.errors import LLMEndpointError
-    from evolver.job_config import validate_job_config
+    from evolver.job_config import WORK_ROOT_KEY, validate_job_config
     from evolver.llm import resolve_backend
     from evolver.queued_llm import queued_llm_problem
     from evolver.settings import EvolverSettings
@@ -77,7 +77,8 @@ def _settle_backend(job_id: int, database_url: str, work_dir: Path) -> None:
             row = repository.get_job(s, job_id)
             if row.backend != queue.PENDING_BACKEND:
                 return
-            job = validate_job_config(dict(row.config), f"job {job_id} config")
+            stored = {k: v for k, v in row.config.items() if k != WORK_ROOT_KEY}
+            job = validate_job_config(stored, f"job {job_id} config")
             problem = queued_llm_problem(job.llm, settings)
             if problem is not None:
                 raise LLMEndpointError(problem)

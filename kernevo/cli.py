@@ -345,6 +345,9 @@ def _evolve_job(args: argparse.Namespace) -> int:
                 database_url=database_url,
                 write=write,
                 cluster=cluster,
+                # Without --work-dir, the job's own work root (recorded with the job), not
+                # KERNEVO_WORK_DIR's: the resume hint names no --work-dir.
+                work_dir_given=args.work_dir is not None,
             )
         except ResumeOptionError as error:
             args.parser.error(str(error))
