@@ -145,7 +145,9 @@ def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobCr
 def jobs(
     s: SessionDep,
     response: Response,
-    state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
+    state: Annotated[
+        JobState | None, Query(max_length=16, description="only jobs in this state")
+    ] = None,
     path: Annotated[
         str | None, Query(max_length=64, pattern=NAME, description="only this path's")
     ] = None,

@@ -58,8 +58,13 @@ _UNPROCESSABLE = status.HTTP_422_UNPROCESSABLE_CONTENT
 @router.get("/best", response_model=KernelOut, responses=NOT_FOUND)
 def best_kernel(
     s: SessionDep,
-    op: Annotated[str, Query(description="operation: trsm, solve_tri, band_bidiag, trsm_batched")],
-    dtype: Annotated[str, Query(description="float32 | float64 | complex64 | complex128")],
+    op: Annotated[
+        str,
+        Query(max_length=256, description="operation: trsm, solve_tri, band_bidiag, trsm_batched"),
+    ],
+    dtype: Annotated[
+        str, Query(max_length=256, description="float32 | float64 | complex64 | complex128")
+    ],
     gpu: Annotated[
         str, Query(max_length=256, description="GPU name or key: 'NVIDIA H200' or 'nvidia-h200'")
     ],

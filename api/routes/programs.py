@@ -36,7 +36,7 @@ def programs(
     ] = None,
     state: Annotated[
         Literal["scored", "failed", "verified", "unevaluated"] | None,
-        Query(description="the latest evaluation's state; unevaluated: none yet"),
+        Query(max_length=16, description="the latest evaluation's state; unevaluated: none yet"),
     ] = None,
     min_score: Annotated[
         float | None,
