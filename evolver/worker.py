@@ -46,12 +46,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from db.heartbeat import MISSED_BEATS
 from evolver.cluster import IN_FLIGHT_PER_WORKER
 from evolver.errors import WorkerError
 from evolver.progress import HEARTBEAT_INTERVAL_S
 from evolver.sqlite_lock import hold_sqlite_file
 from evolver.worker_child import EXIT_BUSY, STOPPED
+from evolver.worker_defaults import (
+    DEFAULT_GRACE_S,
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_POLL_S,
+    MIN_BEATS_PER_GRACE,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -61,22 +67,11 @@ if TYPE_CHECKING:
 
 Write = Callable[[str], None]
 
-# Defaults: a heartbeat every 10 s; a job whose heartbeat is 90 s old (db.heartbeat's
-# STALE_AFTER_S, the age at which ``kernevo jobs`` shows a job stale) has lost its worker; a job
-# given up after its third worker died under it (a job that kills its workers must not loop).
-DEFAULT_HEARTBEAT_S = 10.0
-DEFAULT_GRACE_S = 90.0
-DEFAULT_POLL_S = 2.0
-DEFAULT_MAX_ATTEMPTS = 3
 # Seconds a job process has, after the worker's SIGTERM, to commit its state and exit before
 # the worker kills it: a stopped job exits within seconds (OpenEvolve's shutdown cancels the
 # iterations in flight); one that has not after this long is hung, and must not hold the
 # worker (a stopped job once never exited, its worker waiting for it for ever).
 STOP_GRACE_S = 30.0
-# The grace period must hold this many missed heartbeats, so that one slow database write or a
-# busy host does not hand a live job to a second worker. The reaper also waits for as many of
-# each job's own recorded beats (db.heartbeat.MISSED_BEATS), whoever beats for it.
-MIN_BEATS_PER_GRACE = MISSED_BEATS
 
 POSTGRES_HINT = "set KERNEVO_DATABASE_URL=postgresql+psycopg://user@host/db"
 

@@ -18,9 +18,11 @@ other than SQLite and PostgreSQL (``--database-url`` or ``KERNEVO_DATABASE_URL``
 an integer not in plain decimal digits, or
 a ``KERNEVO_*`` variable that is unknown, empty or does not parse (checked against
 ``kernevo.environment`` before anything runs); a job stopped by Ctrl-C exits 130, by SIGTERM
-143 (128 + the signal number). A closed stdout (``kernevo jobs | head -3``) ends a command
-quietly with 0. Set ``KERNEVO_DEBUG=true`` (any boolean spelling:
-``kernevo.environment.parse_boolean``) to see the traceback too.
+143 (128 + the signal number), and a Ctrl-C anywhere else (while the parser is built included)
+prints ``kernevo: interrupted`` alone and exits 130. Building the parser imports no OpenEvolve
+or SQLAlchemy (``evolver.worker_defaults`` holds the worker's defaults for its help). A closed
+stdout (``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=true``
+(any boolean spelling: ``kernevo.environment.parse_boolean``) to see the traceback too.
 """
 
 from __future__ import annotations
@@ -2195,7 +2197,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_queue_commands(commands: Any) -> None:
     """The parsers of ``worker``, ``cancel`` and ``export``."""
-    from evolver.worker import (
+    from evolver.worker_defaults import (
         DEFAULT_GRACE_S,
         DEFAULT_HEARTBEAT_S,
         DEFAULT_MAX_ATTEMPTS,
@@ -2408,6 +2410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout = _StdoutWhileRead(stdout)
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # anywhere: building the parser, parsing, the command itself
+        print("kernevo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except _Stopped as stop:
         stop_handled()
         print(f"kernevo: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
@@ -2438,9 +2443,6 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         _check_environment(args)
         return int(args.func(args))
-    except KeyboardInterrupt:
-        print("kernevo: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except (SettingsError, UsageError) as error:
         print(f"kernevo: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
