@@ -2,7 +2,7 @@
 a parameter the route does not take is a 422, not ignored: ``/v1/champions?dtyp=float32``
 (a misspelt filter answered with every dtype's champions) names ``dtyp`` and the route's
 parameters; an integer in decimal digits only: ``?limit=+5``, ``?m=20_49``, ``?m=2049.0`` are
-422s.
+422s, and a float in decimal notation only: ``?min_score=1_0`` (read as 10) is a 422.
 
 FastAPI reads a scalar query parameter from the last of its repeated values (Starlette's
 ``QueryParams[name]``), so a client that built ``dtype`` twice got one of them silently, and a
@@ -51,6 +51,28 @@ def _decimal_only(value: object) -> object:
 
 # In an integer parameter's Annotated: ``Annotated[int, DecimalOnly, Query(...)]``.
 DecimalOnly = BeforeValidator(_decimal_only)
+
+# A number in a request: an optional sign, digits, an optional fraction, an optional exponent.
+_DECIMAL_FLOAT = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+DECIMAL_NOTATION_MESSAGE = "Input should be a number in decimal notation only (-1.5, 2, 3e-4)"
+
+
+def _decimal_float_only(value: object) -> object:
+    """``value`` unchanged when it is not text or is a number in decimal notation (pydantic
+    then reads it; ``allow_inf_nan=False`` still refuses one past the float range, ``1e400``).
+
+    Raises:
+        PydanticCustomError: ``float_parsing``, :data:`DECIMAL_NOTATION_MESSAGE`, for any other
+            text (``1_0``, `` 1``, ``.5``, ``1.``, ``inf``, ``nan``, ``0x1``, other scripts'
+            digits), which pydantic's lax parsing took (``1_0`` as 10) or named unhelpfully.
+    """
+    if isinstance(value, str) and not _DECIMAL_FLOAT.fullmatch(value):
+        raise PydanticCustomError("float_parsing", DECIMAL_NOTATION_MESSAGE)
+    return value
+
+
+# In a float parameter's Annotated: ``Annotated[float, DecimalFloatOnly, Query(...)]``.
+DecimalFloatOnly = BeforeValidator(_decimal_float_only)
 
 
 def refuse_repeated_query(request: Request) -> None:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response
 
 from api.deps import MAX_ID, ProgramId, ReadScope, SessionDep
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
-from api.query_params import DecimalOnly
+from api.query_params import DecimalFloatOnly, DecimalOnly
 from api.responses import NOT_FOUND, READ_ERRORS
 from api.schemas import ProgramDetail, ProgramListItem, ProgramSummary
 from db.listing import list_programs
@@ -40,10 +40,12 @@ def programs(
     ] = None,
     min_score: Annotated[
         float | None,
+        DecimalFloatOnly,
         Query(allow_inf_nan=False, description="latest evaluation's score at least this"),
     ] = None,
     max_score: Annotated[
         float | None,
+        DecimalFloatOnly,
         Query(allow_inf_nan=False, description="latest evaluation's score at most this"),
     ] = None,
     limit: Limit = 100,
