@@ -1395,7 +1395,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     rows = _job_rows(args)
     if args.watch:
         interval = DEFAULT_WATCH_INTERVAL_S if args.interval is None else args.interval
-        _watch_jobs(args, rows, interval)
+        if _watch_jobs(args, rows, interval):
+            return EXIT_INTERRUPTED  # Ctrl-C's status, as every command's; the listing stays
     else:
         print("\n".join(_jobs_lines(args, rows)))
     return 0
@@ -1428,14 +1429,14 @@ def _jobs_lines(args: argparse.Namespace, rows: Sequence[dict[str, Any]]) -> lis
     return [*lines, *_failure_lines(rows), *_stale_hints(rows)]
 
 
-def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s: float) -> None:
+def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s: float) -> bool:
     """``kernevo jobs --watch``: :func:`_jobs_lines` of ``rows``, then of a new fetch every
     ``interval_s`` seconds, until no listed job is waiting or running (a stale one counts as
     running: a worker takes it back; ``evolver.watch.active``) or Ctrl-C. On a terminal each
     frame is redrawn in place (rich ``Live``), every line cut at the terminal's right edge so
     that a frame keeps its height, and the last listing is printed whole at the end; anywhere
     else (a pipe, a file, a CI log) only the last frame is printed, as plain ``kernevo jobs``
-    prints it."""
+    prints it. Returns whether Ctrl-C ended the watch (the command then exits 130)."""
     import time
 
     from rich.live import Live
@@ -1445,23 +1446,26 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
 
     Rows = list[dict[str, Any]]
 
+    interrupted = False
+
     def refreshed(rows: Rows, show: Callable[[Rows], None]) -> Rows:
-        # The rows last fetched once no job is active or on Ctrl-C (leaving the watch is not
-        # an error), each fetch shown as it comes.
+        # The rows last fetched once no job is active or on Ctrl-C (the last listing is still
+        # printed), each fetch shown as it comes.
+        nonlocal interrupted
         try:
             while active(rows):
                 time.sleep(interval_s)
                 rows = _job_rows(args)
                 show(rows)
         except KeyboardInterrupt:
-            pass
+            interrupted = True
         return rows
 
     console = _watch_console()
     if not console.is_terminal:
         rows = refreshed(rows, lambda rows: None)
         print("\n".join(_jobs_lines(args, rows)))
-        return
+        return interrupted
 
     def frame(rows: Sequence[dict[str, Any]]) -> Text:
         text = "\n".join(_jobs_lines(args, rows))
@@ -1472,6 +1476,7 @@ def _watch_jobs(args: argparse.Namespace, rows: list[dict[str, Any]], interval_s
     with Live(frame(rows), console=console, auto_refresh=False, transient=True) as live:
         rows = refreshed(rows, lambda rows: live.update(frame(rows), refresh=True))
     console.print("\n".join(_jobs_lines(args, rows)), soft_wrap=True, markup=False, highlight=False)
+    return interrupted
 
 
 def _watch_console() -> Any:
