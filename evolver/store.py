@@ -158,6 +158,26 @@ def _foreign(url: str, problem: ForeignSchemaError, hint: str) -> StoreError:
     return StoreError(f"database {display_url(url)}: not a kernevo database: {problem} ({hint})")
 
 
+def foreign_refusal(url: str) -> StoreError | None:
+    """:func:`open_store`'s refusal of ``url`` when it holds another application's tables,
+    found by reading only, so that a caller refuses before it writes anything of its own
+    (``kernevo worker``'s lock file beside a SQLite file); ``None`` otherwise, and when the
+    database cannot be read now (:func:`open_store` says why in its own line)."""
+    from pathlib import Path
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    database = _sqlite_path(url)
+    if database is not None and not Path(database).expanduser().is_file():
+        return None  # a new SQLite file: open_store creates it; a missing one has no tables
+    try:
+        engine, _, foreign = _read_revision(url)
+    except (SQLAlchemyError, OSError, ValueError, ImportError):
+        return None
+    engine.dispose()
+    return None if foreign is None else _foreign(url, foreign, _NEW_DATABASE_HINT)
+
+
 def open_store(
     url: str, *, create: bool = True, hint: str = _CREATES_IT, foreign_hint: str | None = None
 ) -> Engine:

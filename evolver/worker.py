@@ -178,12 +178,14 @@ def check_database(url: str, slots: int) -> Iterator[None]:
     Raises:
         WorkerError: one line: a second worker on the file, several slots, an in-memory
             database, or a SQLite path that is a directory.
+        StoreError: the SQLite file holds another application's tables: refused before the
+            lock file is written beside it (the line ``open_store`` would say).
         OSError: the database's folder or file cannot be created or opened for writing.
     """
     from sqlalchemy.engine import make_url
 
     from db.session import sqlite_file
-    from evolver.store import display_url, sqlite_file_problem
+    from evolver.store import display_url, foreign_refusal, sqlite_file_problem
 
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
@@ -203,6 +205,8 @@ def check_database(url: str, slots: int) -> Iterator[None]:
             f"database {shown} is SQLite, which has no row locks: {slots} jobs at once "
             f"(--gpus) need PostgreSQL ({POSTGRES_HINT}); on SQLite a worker runs one GPU"
         )
+    if (foreign := foreign_refusal(url)) is not None:  # nothing written beside another's file
+        raise foreign
     with hold_sqlite_file(database, shown, POSTGRES_HINT):
         yield
 
