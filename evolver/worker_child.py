@@ -188,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except JobStopped as stop:
         stop_handled()
-        print(f"kernevo worker: job {args.job} stopped by {stop}", file=sys.stderr)
+        # Its text is "stopped by SIGTERM" already.
+        print(f"kernevo worker: job {args.job} {stop}", file=sys.stderr)
         return 128 + stop.signum
     except KeyboardInterrupt:
         print(f"kernevo worker: job {args.job} interrupted", file=sys.stderr)
