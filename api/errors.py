@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
+from api.json_body import install_body_error_handler
 from api.validation import encodable, install_validation_handler
 from db.errors import (
     ChampionMismatchError,
@@ -78,8 +79,10 @@ def install_error_handlers(app: FastAPI) -> None:
     """Answer every ``db.errors.RepositoryError`` with its status and message as ``detail``, a
     ``db.errors.DatabaseUnavailableError`` (locked, damaged, unreachable) with 503 and its
     one-line message, and any other driver error with a JSON 500; request validation errors
-    get a 422 that never echoes the request (``api.validation``)."""
+    get a 422 that never echoes the request (``api.validation``), and so does a JSON body
+    that is not UTF-8 or nests too deeply (``api.json_body``)."""
     install_validation_handler(app)
+    install_body_error_handler(app)
     app.add_exception_handler(RepositoryError, _repository_error)
     app.add_exception_handler(DatabaseUnavailableError, _database_unavailable)
     app.add_exception_handler(DBAPIError, _database_error)

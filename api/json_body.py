@@ -15,8 +15,23 @@ import json
 from collections import Counter
 from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.validation import validation_response
+
+# The largest request body the service reads (413 past it, BodyLimit). A job's body is a few
+# KB; 1 MiB leaves room for a long config while bounding what one request makes the service
+# hold and parse.
+MAX_BODY_BYTES = 1024 * 1024
+TOO_LARGE = (
+    f"request body is larger than {MAX_BODY_BYTES} bytes (1 MiB), the most this service reads"
+)
 
 
 class _Object(dict[str, Any]):
@@ -108,3 +123,75 @@ async def refuse_repeated_body_keys(request: Request) -> None:
                 for where, count in found
             ]
         )
+
+
+def _parse_failure(cause: BaseException | None) -> dict[str, Any] | None:
+    """The validation error for a body FastAPI could not read as JSON for ``cause`` (the error
+    behind its 400 "There was an error parsing the body"), else ``None``."""
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start : cause.start + 1].hex()
+        message = f"JSON decode error: not UTF-8 text (byte 0x{byte} at position {cause.start})"
+        return {"loc": ("body", cause.start), "msg": message, "type": "json_invalid"}
+    if isinstance(cause, RecursionError):
+        message = "JSON decode error: nested too deeply to read"
+        return {"loc": ("body",), "msg": message, "type": "json_invalid"}
+    return None
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    """FastAPI's answer to an ``HTTPException``, except for a body it could not parse as JSON
+    (not UTF-8, nested past Python's recursion limit): that is 422 ``json_invalid`` in
+    ``api.validation``'s short form, as malformed JSON already is, not a 400 with a generic
+    text."""
+    assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, _BodyTooLarge):  # FastAPI's 400 for a failed body read
+        return _too_large()
+    failure = _parse_failure(exc.__cause__) if exc.status_code == 400 else None
+    if failure is not None:
+        return validation_response([failure])
+    return await http_exception_handler(request, exc)
+
+
+def install_body_error_handler(app: FastAPI) -> None:
+    """Answer a JSON body that is not UTF-8 or nests too deeply as 422 ``json_invalid`` (see
+    :func:`_http_exception`); every other ``HTTPException`` as FastAPI does."""
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+
+
+class _BodyTooLarge(Exception):
+    """The body streamed past ``MAX_BODY_BYTES`` (no ``Content-Length``, or a false one)."""
+
+
+def _too_large() -> JSONResponse:
+    return JSONResponse(status_code=413, content={"detail": TOO_LARGE})
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body is larger than ``MAX_BODY_BYTES`` gets 413
+    ``{"detail": TOO_LARGE}``: at once when its ``Content-Length`` says so (the body unread),
+    else when the streamed body passes the limit (the route's read fails; ``_http_exception``
+    answers). FastAPI's own ``max_body_size`` answers a plain-text "Content Too Large"."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            await _too_large()(scope, receive, send)
+            return
+        total = 0
+
+        async def limited() -> Message:
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > MAX_BODY_BYTES:
+                    raise _BodyTooLarge
+            return message
+
+        await self.app(scope, limited, send)

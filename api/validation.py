@@ -61,9 +61,13 @@ def brief(error: dict[str, Any]) -> dict[str, Any]:
     a URL's credentials in it as ``***`` (``kernevo.environment.without_credentials``: an
     ``llm.base_url`` refused for its port is not echoed with its password)."""
     loc = [part if isinstance(part, int) else _cut(str(part), ECHO_LIMIT) for part in error["loc"]]
+    message = str(error.get("msg", ""))
+    found = (error.get("ctx") or {}).get("error")
+    if error.get("type") == "json_invalid" and isinstance(found, str):
+        message = f"{message}: {found}"  # FastAPI's "JSON decode error" alone says not what
     out: dict[str, Any] = {
         "loc": loc,
-        "msg": _cut(str(error.get("msg", "")), MESSAGE_LIMIT),
+        "msg": _cut(message, MESSAGE_LIMIT),
         "type": encodable(str(error.get("type", ""))),
     }
     given = error.get("input")
@@ -72,9 +76,9 @@ def brief(error: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    errors = list(exc.errors())
+def validation_response(errors: list[dict[str, Any]]) -> JSONResponse:
+    """The 422 answer for ``errors`` (pydantic/FastAPI validation errors): each :func:`brief`,
+    at most ``MAX_ERRORS`` of them then a ``more`` entry counting the rest."""
     detail = [brief(error) for error in errors[:MAX_ERRORS]]
     if len(errors) > MAX_ERRORS:
         detail.append(
@@ -83,6 +87,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(
         status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, content={"detail": detail}
     )
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return validation_response(list(exc.errors()))
 
 
 def install_validation_handler(app: FastAPI) -> None:
