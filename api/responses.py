@@ -45,7 +45,9 @@ FORBIDDEN = {403: _error("the token's scope is read; this needs write")}
 NOT_FOUND = {404: _error("no such row")}
 CONFLICT = {409: _error("the change is not allowed in the row's state")}
 UNPROCESSABLE = {422: _error("the request does not validate", UnprocessableOut)}
-UNAVAILABLE = {503: _error("the database is locked, damaged or unreachable")}
+UNAVAILABLE = {503: _error("the database is locked, damaged, unreachable or read-only")}
+# Routes that read a body: one over api.json_body.MAX_BODY_BYTES (any route answers the same).
+TOO_LARGE = {413: _error("the request body is larger than 1 MiB")}
 
 # What any route reading the database may answer besides its own statuses.
 OPEN_ERRORS: dict[int | str, dict[str, Any]] = {**UNPROCESSABLE, **UNAVAILABLE}
