@@ -1358,24 +1358,55 @@ def _age(seconds: float | None) -> str:
 _JOB_KEYS = ("id", "path", "dtype", "gpu", "state", "iteration")
 
 
+# The most rows one ``GET /v1/jobs`` answers (api.pagination.MAX_LIMIT; not imported: that
+# would import FastAPI into every ``kernevo jobs``).
+_SERVICE_PAGE = 1000
+
+
 def _job_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """``kernevo jobs``'s rows: from the service (``--api-url``) or the database."""
+    """``kernevo jobs``'s rows: from the service (``--api-url``) or the database. The service
+    answers at most :data:`_SERVICE_PAGE` rows a request, so a larger ``--limit`` is asked page
+    by page (``offset``), until ``--limit`` rows or a short page: the same newest rows the
+    database path lists (a job created meanwhile may shift a row onto the next page; one seen
+    twice is listed once)."""
     if args.api_url:
-        params: dict[str, Any] = {"limit": args.limit}
-        if args.state:
-            params["state"] = args.state
         url = f"{args.api_url.rstrip('/')}/v1/jobs"
-        rows = _get_json(url, params)
-        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-            raise _malformed(url, TypeError(f"expected a list of jobs, not {type(rows).__name__}"))
-        for row in rows:
-            missing = [key for key in _JOB_KEYS if key not in row]
-            if missing:
-                raise _malformed(url, KeyError(f"a job without {', '.join(missing)}"))
-        return rows
+        rows: list[dict[str, Any]] = []
+        seen: set[Any] = set()
+        offset = 0
+        while len(rows) < args.limit:
+            asked = min(args.limit - len(rows), _SERVICE_PAGE)
+            params: dict[str, Any] = {"limit": asked}
+            if offset:
+                params["offset"] = offset
+            if args.state:
+                params["state"] = args.state
+            page = _service_rows(url, params)
+            rows += [row for row in page if row["id"] not in seen]
+            seen.update(row["id"] for row in page)
+            if len(page) < asked:
+                break
+            offset += len(page)
+        return rows[: args.limit]
 
     url = _store_url(args)
     return _job_rows_from_db(url, args.state, args.limit)
+
+
+def _service_rows(url: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One page of ``GET /v1/jobs``.
+
+    Raises:
+        CliError: the service's error, or an answer that is not a list of jobs.
+    """
+    rows = _get_json(url, params)
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise _malformed(url, TypeError(f"expected a list of jobs, not {type(rows).__name__}"))
+    for row in rows:
+        missing = [key for key in _JOB_KEYS if key not in row]
+        if missing:
+            raise _malformed(url, KeyError(f"a job without {', '.join(missing)}"))
+    return rows
 
 
 def _one_source(args: argparse.Namespace) -> None:
