@@ -17,12 +17,19 @@ other than SQLite and PostgreSQL (``--database-url`` or ``KERNEVO_DATABASE_URL``
 --op solve_tri --dtype float64``) or do nothing (``evolve --llm-model`` with no LLM endpoint),
 an integer not in plain decimal digits, or
 a ``KERNEVO_*`` variable that is unknown, empty or does not parse (checked against
-``kernevo.environment`` before anything runs); a job stopped by Ctrl-C exits 130, by SIGTERM
-143 (128 + the signal number), and a Ctrl-C anywhere else (while the parser is built included)
-prints ``kernevo: interrupted`` alone and exits 130. Building the parser imports no OpenEvolve
-or SQLAlchemy (``evolver.worker_defaults`` holds the worker's defaults for its help). A closed
-stdout (``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=true``
-(any boolean spelling: ``kernevo.environment.parse_boolean``) to see the traceback too.
+``kernevo.environment`` before anything runs), or no ``KERNEVO_API_TOKEN`` where the service
+needs one. A write (``cancel --api-url``) always needs a write token: refused before any request.
+A read (``jobs --api-url``, ``best``) asks without one, as a read route may be open (the
+champions' are unless the service sets ``KERNEVO_API_KERNELS_REQUIRE_READ``; a proxy may
+authenticate), and the service's 401 to a request that carried no token is that same missing
+setting: exit 2, the service's words and which token to set. A token the service refuses (401
+unknown or revoked, 403 a read token for a write) is exit 1, read or write. A job stopped by
+Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number), and a Ctrl-C anywhere else (while
+the parser is built included) prints ``kernevo: interrupted`` alone and exits 130. Building the
+parser imports no OpenEvolve or SQLAlchemy (``evolver.worker_defaults`` holds the worker's
+defaults for its help). A closed stdout (``kernevo jobs | head -3``) ends a command quietly with
+0. Set ``KERNEVO_DEBUG=true`` (any boolean spelling: ``kernevo.environment.parse_boolean``) to
+see the traceback too.
 """
 
 from __future__ import annotations
@@ -992,9 +999,12 @@ def _get_json(url: str, params: dict[str, Any] | None = None) -> Any:
     """GET ``url`` (with ``KERNEVO_API_TOKEN`` as the bearer token when set) and decode JSON
     (:func:`_service_request`); any failure becomes a one-line ``CliError``."""
     shown = without_credentials(url)
-    answer = _service_request("GET", url, params=params, headers=_auth_headers())
+    headers = _auth_headers()
+    answer = _service_request("GET", url, params=params, headers=headers)
     if answer.status_code == 401:  # no token, or one the service does not know
-        raise CliError(f"401 from {shown}: {_error_detail(answer.body)}; {_token_hint('read')}")
+        line = f"401 from {shown}: {_error_detail(answer.body)}; {_token_hint('read')}"
+        # No token sent: a setting missing, as cancel's (exit 2); a refused token: exit 1.
+        raise (CliError if headers else UsageError)(line)
     if answer.status_code >= 400:
         raise CliError(f"{answer.status_code} from {shown}: {_error_detail(answer.body)}")
     return _json_of(answer, url)

@@ -100,8 +100,13 @@ def test_cancel_through_a_service_older_than_the_outcome_field(
     "command", [["jobs"], ["best", "--dtype", "float64", "--m", "32", "--n", "32", "--gpu", "h200"]]
 )
 def test_401_says_which_token_to_set(
-    service: _Fixed, capsys: pytest.CaptureFixture[str], command: list[str]
+    service: _Fixed,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
 ) -> None:
+    """A token the service refuses: exit 1 (no token at all: exit 2, test_cli_read_token)."""
+    monkeypatch.setenv("KERNEVO_API_TOKEN", "t" * 32)
     service.answer({"detail": "a bearer token is required"}, status=401)
     line = _one_line_error(capsys, [*command, "--api-url", service.url])
     assert line.startswith("kernevo: 401 from ")

@@ -82,10 +82,10 @@ def test_without_a_token_no_authorization_is_sent(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, user_part: str
 ) -> None:
     """No ``KERNEVO_API_TOKEN``: no header at all, not basic auth from the URL; the service's
-    401 is the CLI's token line, its URL masked."""
+    401 is the CLI's token line, its URL masked: a setting missing, exit 2."""
     monkeypatch.delenv("KERNEVO_API_TOKEN", raising=False)
     with _service(401, b'{"detail": "a token is required"}', user_part) as (url, seen):
-        assert main(["jobs", "--api-url", url]) == 1
+        assert main(["jobs", "--api-url", url]) == 2
     assert seen.authorization == [None]
     err = capsys.readouterr().err
     shown = {"user:pw@": "user:***@", "s3cret@": "***@", "@": "***@"}[user_part]
