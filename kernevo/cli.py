@@ -170,9 +170,21 @@ class _Parser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         self.given = set()
         try:
-            return super().parse_known_args(args, namespace)
+            parsed = super().parse_known_args(args, namespace)
+            self._check_exclusive(self.given)
+            return parsed
         finally:
             self.given = None
+
+    def _check_exclusive(self, given: set[argparse.Action]) -> None:
+        """Refuse two options of one mutually exclusive group given together, whatever their
+        values: argparse counts an option only when its value differs from the default, so
+        ``best --gpu x --device 0`` passed (``--device 1`` did not)."""
+        for group in self._mutually_exclusive_groups:
+            named = [action for action in group._group_actions if action in given]
+            if len(named) > 1:
+                first, second = (argparse._get_action_name(action) for action in named[:2])
+                self.error(f"argument {second}: not allowed with argument {first}")
 
     def error(self, message: str) -> NoReturn:
         message = _short_tokens(" ".join(message.split()))
