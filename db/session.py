@@ -25,6 +25,7 @@ unreachable) into ``db.errors.DatabaseUnavailableError``, chained to the driver'
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -302,19 +303,52 @@ def read_only_error(engine: Engine, reason: str) -> DatabaseUnavailableError:
     )
 
 
-def _raise_unavailable(error: BaseException, writer: Engine | None = None) -> None:
-    """Raise ``error`` as ``DatabaseUnavailableError`` when it means the database cannot answer;
-    return otherwise (the caller re-raises it unchanged). On a ``writer`` engine a read-only
-    refusal is the database's (its file or server is read-only), not a write through a read
-    session: ``read_only_error`` says so."""
-    if isinstance(error, DBAPIError):
-        converted = database_unavailable(error)
-        if converted is not None and converted.kind == "read_only" and writer is not None:
-            orig = getattr(error, "orig", None) or error
-            reason = " ".join(str(orig).split())[:200] or type(orig).__name__
-            raise read_only_error(writer, reason) from error
-        if converted is not None:
-            raise converted from error
+def _unopenable_folder(engine: Engine) -> str | None:
+    """Why SQLite could not open ``engine``'s existing database file when its folder is the
+    cause, else ``None``: a database in WAL mode (kernevo's) needs its ``-shm`` file, which
+    SQLite creates beside it even for a read-only connection, so a folder this process cannot
+    write makes the file unopenable ("unable to open database file" and nothing more)."""
+    database = sqlite_file(engine.url)
+    if database is None:
+        return None
+    path = Path(database).expanduser()
+    shm = path.with_name(path.name + "-shm")
+    if not path.is_file() or shm.exists() or os.access(path.parent, os.W_OK):
+        return None
+    return (
+        f"its folder {path.parent} is not writable, and SQLite in WAL mode creates "
+        f"{shm.name} there even to read"
+    )
+
+
+def unavailable_error(
+    error: BaseException, engine: Engine, *, writer: bool = False
+) -> DatabaseUnavailableError | None:
+    """``error`` (a driver error on ``engine``) as the ``DatabaseUnavailableError`` the session
+    scopes raise, else ``None`` (``db.errors.database_unavailable``, made precise): on a
+    ``writer`` engine a read-only refusal is the database's (its file or server is read-only),
+    not a write through a read session, and ``read_only_error`` says so; a SQLite file that
+    could not be opened for its folder's sake says so (``_unopenable_folder``)."""
+    if not isinstance(error, DBAPIError):
+        return None
+    converted = database_unavailable(error)
+    if converted is not None and converted.kind == "read_only" and writer:
+        orig = getattr(error, "orig", None) or error
+        reason = " ".join(str(orig).split())[:200] or type(orig).__name__
+        return read_only_error(engine, reason)
+    if converted is not None and converted.kind == "unreachable":
+        folder = _unopenable_folder(engine)
+        if folder is not None:
+            return DatabaseUnavailableError("unreachable", f"{converted} ({folder})")
+    return converted
+
+
+def _raise_unavailable(error: BaseException, engine: Engine, *, writer: bool = False) -> None:
+    """Raise ``error`` as ``unavailable_error`` converts it; return when it does not (the
+    caller re-raises it unchanged)."""
+    converted = unavailable_error(error, engine, writer=writer)
+    if converted is not None:
+        raise converted from error
 
 
 @contextmanager
@@ -336,7 +370,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         session.commit()
     except BaseException as error:
         session.rollback()
-        _raise_unavailable(error, writer=engine)
+        _raise_unavailable(error, engine, writer=True)
         raise
     finally:
         session.close()
@@ -364,7 +398,7 @@ def read_scope(engine: Engine) -> Iterator[Session]:
         # instead of dropping them silently at close.
         session.flush()
     except BaseException as error:
-        _raise_unavailable(error)
+        _raise_unavailable(error, engine)
         raise
     finally:
         session.close()  # returns the connection, which rolls the snapshot back

@@ -12,8 +12,9 @@ from api.deps import SessionDep
 from api.responses import UNAVAILABLE
 from api.routes.version import schema_head
 from api.schemas import Health
-from db.errors import DatabaseUnavailableError, database_unavailable
+from db.errors import DatabaseUnavailableError
 from db.health import integrity, read_only
+from db.session import unavailable_error
 
 router = APIRouter(tags=["health"])
 
@@ -39,7 +40,7 @@ def healthz(request: Request, s: SessionDep) -> Health:
     except DatabaseUnavailableError as exc:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc)) from exc
     except DBAPIError as exc:
-        unavailable = database_unavailable(exc)
+        unavailable = unavailable_error(exc, request.app.state.read_engine)
         detail = str(unavailable) if unavailable else f"database error: {type(exc.orig).__name__}"
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=detail) from exc
     return Health(
