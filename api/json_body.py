@@ -108,8 +108,9 @@ async def refuse_repeated_body_keys(request: Request) -> None:
     try:
         document = parse_keeping_repeats(body)
     except (ValueError, RecursionError):
-        # FastAPI parsed the same bytes before any dependency and answered a failure itself
-        # (422 json_invalid, 400): unreachable unless its reading changes.
+        # FastAPI parsed the same bytes before any dependency and a failure never gets here
+        # (422 json_invalid, its own or _http_exception's): unreachable unless its reading
+        # changes.
         return
     found = repeated_keys(document)
     if found:
