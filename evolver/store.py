@@ -71,13 +71,25 @@ def sqlite_file_problem(url: str, *, missing_hint: str | None = None) -> str | N
     if database is None:
         return None
     path = Path(database).expanduser()
-    if path.is_dir():
-        return f"database {display_url(url)}: {database} is a directory, not a database file"
-    if path.exists() and not path.is_file():
-        return f"database {display_url(url)}: {database} is not a regular file"
+    try:
+        if path.is_dir():
+            return f"database {display_url(url)}: {database} is a directory, not a database file"
+        if path.exists() and not path.is_file():
+            return f"database {display_url(url)}: {database} is not a regular file"
+    except OSError as error:  # a name too long, a folder without search permission
+        return _path_unusable(url, database, error)
     if missing_hint is not None and not path.exists():
         return f"database {display_url(url)}: no such file {database} ({missing_hint})"
     return None
+
+
+def _path_unusable(url: str, database: str, error: OSError) -> str:
+    """The refusal of ``url``, whose SQLite path ``database`` cannot even be looked at: errno's
+    words, the database named (Python's ``[Errno 36] File name too long: '…'`` named neither)."""
+    return (
+        f"database {display_url(url)}: {database} cannot be used as a database file "
+        f"({error.strerror or type(error).__name__})"
+    )
 
 
 def make_sqlite_folder(url: str) -> None:
@@ -88,7 +100,8 @@ def make_sqlite_folder(url: str) -> None:
 
     Raises:
         StoreError: the folder, or a folder above it, is a file; or it cannot be created (its
-            parent does not take new folders: ``/proc``, a read-only or foreign file system).
+            parent does not take new folders: ``/proc``, a read-only or foreign file system);
+            or its path cannot be looked at (a name too long).
     """
     from pathlib import Path
 
@@ -96,10 +109,13 @@ def make_sqlite_folder(url: str) -> None:
     if database is None:
         return
     folder = Path(database).expanduser().parent
-    if folder.is_dir():
-        return
+    try:
+        if folder.is_dir():
+            return
+        above = next((f for f in (folder, *folder.parents) if f.exists()), None)
+    except OSError as error:  # a name too long
+        raise StoreError(_path_unusable(url, database, error)) from None
     shown = display_url(url)
-    above = next((f for f in (folder, *folder.parents) if f.exists()), None)
     if above is not None and not above.is_dir():
         raise StoreError(f"database {shown}: {above} is a file, not a folder")
     try:

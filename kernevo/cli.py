@@ -2509,8 +2509,27 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         if _debug():
             traceback.print_exc()
-        print(f"kernevo: {_with_job_hint(_one_line(error), args)}", file=sys.stderr)
+        line = _naming_the_database(_with_job_hint(_one_line(error), args), error, args)
+        print(f"kernevo: {line}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _naming_the_database(line: str, error: BaseException, args: argparse.Namespace) -> str:
+    """``line``, led by ``database URL: `` (password hidden) when ``error`` is the database's
+    (``db.errors.DatabaseUnavailableError``: damaged, locked, unreachable), whose words name no
+    database, as every other database line does."""
+    errors = sys.modules.get("db.errors")
+    if errors is None or not isinstance(error, errors.DatabaseUnavailableError):
+        return line
+    if line.startswith("database ") and not line.startswith("database is "):
+        return line  # named already
+    try:
+        url = _store_url(args)
+    except Exception:  # the URL itself is at fault: the line as it is
+        return line
+    from evolver.store import display_url
+
+    return f"database {display_url(url)}: {line}"
 
 
 # "job N not found", whoever says it: the database (cancel), the runner (evolve --resume N), the
