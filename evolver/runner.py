@@ -177,6 +177,25 @@ def _prepare_work_root(work_dir: Path) -> Path:
     return root
 
 
+def _missing_folders(work_dir: Path) -> list[Path]:
+    """The folders :func:`_prepare_work_root` would create for ``work_dir``, deepest first."""
+    missing: list[Path] = []
+    folder = work_dir.expanduser().resolve()
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first), each only while empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 @contextmanager
 def _evaluating_on(
     cluster: ClusterOptions | None, *, compile_only: bool, gpu_key: str | None = None
@@ -260,8 +279,15 @@ def _start_job(
     from db.session import session_scope
 
     gpu, backend = _preflight(job, settings, evaluation)
+    created = _missing_folders(settings.work_dir)
     _prepare_work_root(settings.work_dir)
-    engine = open_store(database_url)
+    try:
+        engine = open_store(database_url)
+    except BaseException:
+        # A database that cannot be opened leaves no work folder behind either: the folder
+        # comes first so that a bad one leaves nothing in the store, and is undone here.
+        _remove_if_empty(created)
+        raise
     spec = get_path(job.path, job.bucket)
     # Record the endpoint actually used, so a resume does not depend on the environment then.
     resolved = {"base_url": backend.base_url, "api_key_env": backend.api_key_env}
