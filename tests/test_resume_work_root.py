@@ -16,52 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, update
-from sqlalchemy.orm import Session
+from job_store import job_row, offline_settings, set_job_state, small_job
 
-from db.models import Job
 from evolver.errors import ResumeError
-from evolver.job_config import WORK_ROOT_KEY, JobConfig, shown_config
+from evolver.job_config import WORK_ROOT_KEY, shown_config
 from evolver.runner import resume_job, start_job
-from evolver.settings import EvolverSettings
 from evolver.work_folder import work_folder
-
-
-def _settings(root: Path) -> EvolverSettings:
-    return EvolverSettings(work_dir=root, llm_base_url=None)  # the offline mutator
-
-
-def _small_job() -> JobConfig:
-    return JobConfig.model_validate(
-        {
-            "path": "trsm_small",
-            "dtype": "float32",
-            "compile_only": True,
-            "iterations": 2,
-            "checkpoint_interval": 1,
-        }
-    )
-
-
-def _row(url: str, job_id: int = 1) -> Job:
-    engine = create_engine(url)
-    try:
-        with Session(engine, expire_on_commit=False) as s:
-            job = s.get(Job, job_id)
-            assert job is not None
-            return job
-    finally:
-        engine.dispose()
-
-
-def _fail(url: str, job_id: int = 1) -> None:
-    engine = create_engine(url)
-    try:
-        with Session(engine) as s:
-            s.execute(update(Job).where(Job.id == job_id).values(state="failed"))
-            s.commit()
-    finally:
-        engine.dispose()
 
 
 def test_a_resume_without_work_dir_runs_in_the_jobs_recorded_root(
@@ -69,19 +29,19 @@ def test_a_resume_without_work_dir_runs_in_the_jobs_recorded_root(
 ) -> None:
     root, default = tmp_path / "x-runs", tmp_path / "runs"
     first = start_job(
-        _small_job(), settings=_settings(root), database_url=fresh_database_url, write=print
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
     )
     assert first.state == "complete"
-    row = _row(fresh_database_url)
+    row = job_row(fresh_database_url)
     assert row.config[WORK_ROOT_KEY] == str(root.resolve())
     assert WORK_ROOT_KEY not in shown_config(row.config)  # a server path: not served
-    _fail(fresh_database_url)
+    set_job_state(fresh_database_url, "failed")
 
     lines: list[str] = []
     again = resume_job(
         1,
         overrides={"iterations": 4},
-        settings=_settings(default),
+        settings=offline_settings(default),
         database_url=fresh_database_url,
         write=lines.append,
         work_dir_given=False,
@@ -96,15 +56,17 @@ def test_a_resume_whose_recorded_folder_is_gone_says_so(
     fresh_database_url: str, tmp_path: Path
 ) -> None:
     root = tmp_path / "x-runs"
-    start_job(_small_job(), settings=_settings(root), database_url=fresh_database_url, write=print)
-    folder = work_folder(root, 1, _row(fresh_database_url).work_key)
+    start_job(
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
+    )
+    folder = work_folder(root, 1, job_row(fresh_database_url).work_key)
     shutil.rmtree(root)
-    _fail(fresh_database_url)
+    set_job_state(fresh_database_url, "failed")
     with pytest.raises(ResumeError) as caught:
         resume_job(
             1,
             overrides={"iterations": 4},
-            settings=_settings(tmp_path / "runs"),
+            settings=offline_settings(tmp_path / "runs"),
             database_url=fresh_database_url,
             write=print,
             work_dir_given=False,
@@ -121,17 +83,19 @@ def test_a_given_work_dir_wins_over_the_recorded_root(
 ) -> None:
     """A worker (and ``--work-dir``) runs the job in its own work root, as before."""
     root, given = tmp_path / "x-runs", tmp_path / "elsewhere"
-    start_job(_small_job(), settings=_settings(root), database_url=fresh_database_url, write=print)
-    _fail(fresh_database_url)
+    start_job(
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
+    )
+    set_job_state(fresh_database_url, "failed")
     again = resume_job(
         1,
         overrides={"iterations": 3},
-        settings=_settings(given),
+        settings=offline_settings(given),
         database_url=fresh_database_url,
         write=print,
     )
-    assert again.work_folder == work_folder(given, 1, _row(fresh_database_url).work_key)
-    assert _row(fresh_database_url).config[WORK_ROOT_KEY] == str(given.resolve())
+    assert again.work_folder == work_folder(given, 1, job_row(fresh_database_url).work_key)
+    assert job_row(fresh_database_url).config[WORK_ROOT_KEY] == str(given.resolve())
 
 
 def test_the_cli_hint_resumes_a_work_dir_job_from_its_checkpoint(tmp_path: Path) -> None:
@@ -155,9 +119,9 @@ def test_the_cli_hint_resumes_a_work_dir_job_from_its_checkpoint(tmp_path: Path)
         "--iterations", "2", "--checkpoint-interval", "1", "--work-dir", str(root),
     )  # fmt: skip
     assert first.returncode == 0, first.stdout + first.stderr
-    _fail(url)
+    set_job_state(url, "failed")
     resumed = kernevo("evolve", "--resume", "1", "--iterations", "4")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    folder = work_folder(root, 1, _row(url).work_key)
+    folder = work_folder(root, 1, job_row(url).work_key)
     assert f"2 iterations from checkpoint at iteration 2; work folder {folder}" in resumed.stdout
     assert not (tmp_path / "runs").exists()

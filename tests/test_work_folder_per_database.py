@@ -25,15 +25,14 @@ from pathlib import Path
 
 import pytest
 from conftest import _postgres_schema
-from sqlalchemy import create_engine, select, text, update
+from job_store import job_row, offline_settings, set_job_state, small_job
+from sqlalchemy import create_engine, select, text
 from sqlalchemy.orm import Session
 
-from db.models import Evaluation, Job, Program
+from db.models import Evaluation, Program
 from evolver.checkpoints import latest_checkpoint
 from evolver.errors import SeedScreenError
-from evolver.job_config import JobConfig
 from evolver.runner import resume_job, start_job
-from evolver.settings import EvolverSettings
 from evolver.work_folder import (
     MARKER_FORMAT,
     FolderOwner,
@@ -73,44 +72,8 @@ def _tree(folder: Path) -> dict[str, str]:
     }
 
 
-def _job(url: str, job_id: int = 1) -> Job:
-    engine = create_engine(url)
-    try:
-        with Session(engine, expire_on_commit=False) as s:
-            job = s.get(Job, job_id)
-            assert job is not None
-            return job
-    finally:
-        engine.dispose()
-
-
 def _folder(url: str, root: Path, job_id: int = 1) -> Path:
-    return work_folder(root, job_id, _job(url, job_id).work_key)
-
-
-def _set_state(url: str, state: str, job_id: int = 1, **values: object) -> None:
-    engine = create_engine(url)
-    try:
-        with Session(engine) as s:
-            s.execute(update(Job).where(Job.id == job_id).values(state=state, **values))
-            s.commit()
-    finally:
-        engine.dispose()
-
-
-def _settings(root: Path) -> EvolverSettings:
-    return EvolverSettings(work_dir=root, llm_base_url=None)  # the offline mutator
-
-
-def _small_job(**changes: object) -> JobConfig:
-    values: dict[str, object] = {
-        "path": "trsm_small",
-        "dtype": "float32",
-        "compile_only": True,
-        "iterations": 2,
-        "checkpoint_interval": 1,
-    }
-    return JobConfig.model_validate(values | changes)
+    return work_folder(root, job_id, job_row(url, job_id).work_key)
 
 
 @pytest.fixture
@@ -167,7 +130,7 @@ def test_a_new_database_job_1_never_takes_the_old_job_1_seed(tmp_path: Path) -> 
         1,
         "band_bidiag",
     )
-    assert marker["work_key"] == _job(url).work_key
+    assert marker["work_key"] == job_row(url).work_key
     assert json.loads((old / "job.json").read_text())["path"] == "solve_tri"
     engine = create_engine(url)
     try:
@@ -218,7 +181,7 @@ def _run_until_checkpoint(args: list[str], url: str, cwd: Path, signum: int) -> 
             job.communicate()
     assert job.returncode == 128 + signum, out[-2000:] + err
     assert f"job 1 stopped by {signal.Signals(signum).name} at iteration " in out
-    return _job(url).iteration
+    return job_row(url).iteration
 
 
 def test_two_databases_stopped_in_one_folder_keep_their_checkpoints(tmp_path: Path) -> None:
@@ -256,7 +219,7 @@ def test_two_databases_stopped_in_one_folder_keep_their_checkpoints(tmp_path: Pa
     assert "is broken" not in resumed.stdout
     assert f"from checkpoint at iteration {b_checkpoint.iteration}" in resumed.stdout
     assert _tree(a_folder) == a_after
-    assert (_job(a_url).state, _job(b_url).state) == ("complete", "complete")
+    assert (job_row(a_url).state, job_row(b_url).state) == ("complete", "complete")
 
 
 # --- the same kind, in process, on SQLite and PostgreSQL ----------------------------------------
@@ -267,11 +230,11 @@ def test_equal_job_ids_of_two_databases_resume_from_their_own_checkpoints(
 ) -> None:
     root = tmp_path / "runs"
     a = start_job(
-        _small_job(), settings=_settings(root), database_url=fresh_database_url, write=print
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
     )
     b = start_job(
-        _small_job(path="trsm_small", dtype="float64"),
-        settings=_settings(root),
+        small_job(path="trsm_small", dtype="float64"),
+        settings=offline_settings(root),
         database_url=other_database_url,
         write=print,
     )
@@ -284,13 +247,13 @@ def test_equal_job_ids_of_two_databases_resume_from_their_own_checkpoints(
         (fresh_database_url, a.work_folder, b.work_folder),
         (other_database_url, b.work_folder, a.work_folder),
     ]:
-        _set_state(url, "failed")
+        set_job_state(url, "failed")
         before = _tree(theirs)
         lines: list[str] = []
         again = resume_job(
             1,
             overrides={"iterations": 4},
-            settings=_settings(root),
+            settings=offline_settings(root),
             database_url=url,
             write=lines.append,
         )
@@ -307,22 +270,22 @@ def test_a_folder_marked_for_another_job_is_refused_and_left(
     marker tells them apart: the second is refused in one line, the folder left as it is."""
     root = tmp_path / "runs"
     a = start_job(
-        _small_job(), settings=_settings(root), database_url=fresh_database_url, write=print
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
     )
     assert a.work_folder is not None
-    a_key = _job(fresh_database_url).work_key
+    a_key = job_row(fresh_database_url).work_key
     b = start_job(
-        _small_job(), settings=_settings(root), database_url=other_database_url, write=print
+        small_job(), settings=offline_settings(root), database_url=other_database_url, write=print
     )
-    b_key = _job(other_database_url).work_key
+    b_key = job_row(other_database_url).work_key
     # Job 1 of the other database now names job 1 of the first's folder, its marker aside.
-    _set_state(other_database_url, "failed", work_key=a_key[:12] + b_key[12:])
+    set_job_state(other_database_url, "failed", work_key=a_key[:12] + b_key[12:])
     before = _tree(a.work_folder)
     with pytest.raises(WorkFolderError) as refused:
         resume_job(
             1,
             overrides={"iterations": 4},
-            settings=_settings(root),
+            settings=offline_settings(root),
             database_url=other_database_url,
             write=print,
         )
@@ -333,7 +296,7 @@ def test_a_folder_marked_for_another_job_is_refused_and_left(
         "to run job 1"
     )
     assert _tree(a.work_folder) == before
-    row = _job(other_database_url)
+    row = job_row(other_database_url)
     assert (row.state, row.last_failure_kind, row.failure_reason) == (
         "failed",
         "error",
@@ -346,11 +309,11 @@ def test_the_cli_refuses_another_jobs_folder_in_one_line(tmp_path: Path) -> None
     root = tmp_path / "runs"
     a_url = f"sqlite:///{tmp_path / 'kernevo.db'}"
     b_url = f"sqlite:///{tmp_path / 'b.db'}"
-    a = start_job(_small_job(), settings=_settings(root), database_url=a_url, write=print)
-    start_job(_small_job(), settings=_settings(root), database_url=b_url, write=print)
+    a = start_job(small_job(), settings=offline_settings(root), database_url=a_url, write=print)
+    start_job(small_job(), settings=offline_settings(root), database_url=b_url, write=print)
     assert a.work_folder is not None
-    a_key, b_key = _job(a_url).work_key, _job(b_url).work_key
-    _set_state(b_url, "failed", work_key=a_key[:12] + b_key[12:])  # one folder name, two jobs
+    a_key, b_key = job_row(a_url).work_key, job_row(b_url).work_key
+    set_job_state(b_url, "failed", work_key=a_key[:12] + b_key[12:])  # one folder name, two jobs
     before = _tree(a.work_folder)
     done = _kernevo(
         "evolve", "--resume", "1", "--iterations", "4", "--database-url", "sqlite:///./b.db",
@@ -399,19 +362,19 @@ def test_a_job_from_before_work_keys_takes_its_old_folder_over(
     checkpoint, as before the change."""
     root = tmp_path / "runs"
     first = start_job(
-        _small_job(), settings=_settings(root), database_url=fresh_database_url, write=print
+        small_job(), settings=offline_settings(root), database_url=fresh_database_url, write=print
     )
     assert first.work_folder is not None
     legacy = _to_legacy(first.work_folder)
     assert legacy == legacy_folder(root, 1)
     files = _tree(legacy)
-    _set_state(fresh_database_url, "running")  # killed: nobody marked it
+    set_job_state(fresh_database_url, "running")  # killed: nobody marked it
 
     lines: list[str] = []
     again = resume_job(
         1,
         overrides={"iterations": 4},
-        settings=_settings(root),
+        settings=offline_settings(root),
         database_url=fresh_database_url,
         write=lines.append,
     )
@@ -423,7 +386,7 @@ def test_a_job_from_before_work_keys_takes_its_old_folder_over(
     assert (again.state, again.work_folder) == ("complete", first.work_folder)
     assert not legacy.exists()
     marker = json.loads((first.work_folder / "job.json").read_text())
-    assert marker["work_key"] == _job(fresh_database_url).work_key
+    assert marker["work_key"] == job_row(fresh_database_url).work_key
     # The checkpoints of iteration 1 and 2 it resumed from moved with the folder, unchanged.
     kept = {k: v for k, v in files.items() if k.startswith("openevolve/checkpoints/checkpoint_2/")}
     assert kept and {k: _tree(first.work_folder)[k] for k in kept} == kept
@@ -434,19 +397,19 @@ def test_an_old_folder_left_by_a_deleted_database_is_never_taken(tmp_path: Path)
     job 1 runs in a folder of its own, and its resume leaves the old folder as it is."""
     root = tmp_path / "runs"
     old_url = f"sqlite:///{tmp_path / 'old.db'}"
-    old = start_job(_small_job(), settings=_settings(root), database_url=old_url, write=print)
+    old = start_job(small_job(), settings=offline_settings(root), database_url=old_url, write=print)
     assert old.work_folder is not None
     legacy = _to_legacy(old.work_folder)
     (tmp_path / "old.db").unlink()
     files = _tree(legacy)
 
     url = f"sqlite:///{tmp_path / 'kernevo.db'}"
-    new = start_job(_small_job(), settings=_settings(root), database_url=url, write=print)
+    new = start_job(small_job(), settings=offline_settings(root), database_url=url, write=print)
     assert new.job_id == 1 and new.work_folder is not None and new.work_folder != legacy
-    _set_state(url, "failed")
+    set_job_state(url, "failed")
     lines: list[str] = []
     resume_job(
-        1, overrides={"iterations": 3}, settings=_settings(root), database_url=url,
+        1, overrides={"iterations": 3}, settings=offline_settings(root), database_url=url,
         write=lines.append,
     )  # fmt: skip
     # Its own folder exists: the old one is not even looked at.
@@ -455,10 +418,10 @@ def test_an_old_folder_left_by_a_deleted_database_is_never_taken(tmp_path: Path)
 
     # Without a folder of its own yet (another host's, say), the old one is looked at, not taken.
     shutil.rmtree(new.work_folder)
-    _set_state(url, "failed")
+    set_job_state(url, "failed")
     lines = []
     again = resume_job(
-        1, overrides={"iterations": 4}, settings=_settings(root), database_url=url,
+        1, overrides={"iterations": 4}, settings=offline_settings(root), database_url=url,
         write=lines.append,
     )  # fmt: skip
     assert re.fullmatch(
@@ -506,11 +469,11 @@ def test_a_seed_that_fails_the_screen_fails_the_job_in_one_line(tmp_path: Path) 
     OpenEvolve starts: one line, exit 1, the job failed with that line."""
     root = tmp_path / "runs"
     url = f"sqlite:///{tmp_path / 'kernevo.db'}"
-    first = start_job(_small_job(), settings=_settings(root), database_url=url, write=print)
+    first = start_job(small_job(), settings=offline_settings(root), database_url=url, write=print)
     assert first.work_folder is not None
     initial = first.work_folder / "initial_program.cu"
     initial.write_text(get_path("solve_tri").seed_source())  # another path's seed, as it was
-    _set_state(url, "failed")
+    set_job_state(url, "failed")
     done = _kernevo("evolve", "--resume", "1", "--iterations", "4", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert len(done.stderr.splitlines()) == 1
@@ -519,7 +482,7 @@ def test_a_seed_that_fails_the_screen_fails_the_job_in_one_line(tmp_path: Path) 
     assert done.stderr.rstrip().endswith(
         "(the path's seed changed since job 1 began, or the file is another job's): start a new job"
     )
-    row = _job(url)
+    row = job_row(url)
     assert (row.state, row.last_failure_kind) == ("failed", "error")
     assert (row.failure_reason or "").startswith(f"its seed {initial} fails the screen")
     assert "iter " not in done.stdout  # no iteration ran
@@ -542,15 +505,15 @@ def test_a_path_seed_that_breaks_the_screen_fails_a_new_job(
     monkeypatch.setattr(runner, "get_path", with_broken_seed)
     with pytest.raises(SeedScreenError) as refused:
         start_job(
-            _small_job(),
-            settings=_settings(tmp_path / "runs"),
+            small_job(),
+            settings=offline_settings(tmp_path / "runs"),
             database_url=fresh_database_url,
             write=print,
         )
     line = str(refused.value)
     assert line.startswith("job 1: its seed ") and "fails the screen (include" in line
     assert line.endswith(f"the path's seed {broken} breaks the screen itself: fix it")
-    row = _job(fresh_database_url)
+    row = job_row(fresh_database_url)
     assert (row.state, row.failure_reason) == ("failed", line.removeprefix("job 1: "))
     engine = create_engine(fresh_database_url)
     try:
