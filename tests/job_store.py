@@ -52,3 +52,19 @@ def small_job(**changes: object) -> JobConfig:
         "checkpoint_interval": 1,
     }
     return JobConfig.model_validate(values | changes)
+
+
+def enqueue_jobs(session: Session, count: int, iterations: int = 4) -> None:
+    """Queue ``count`` trsm_small float64 jobs of ``iterations`` on ``session`` (no GPU key:
+    any worker may take them), as ``POST /v1/jobs`` queues them."""
+    from db import queue
+
+    for _ in range(count):
+        queue.enqueue_job(
+            session,
+            path="trsm_small",
+            dtype="float64",
+            gpu_key=queue.NO_GPU,
+            shape_bucket="m64n64",
+            config={"path": "trsm_small", "dtype": "float64", "iterations": iterations},
+        )

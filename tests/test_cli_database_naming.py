@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from job_store import enqueue_jobs
 
 from kernevo.cli import main
 
@@ -54,7 +55,6 @@ def test_a_name_too_long_is_one_line_naming_the_database(
 
 def test_a_damaged_database_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Its schema readable, its job pages not: the damage surfaces while the jobs are read."""
-    from db import queue
     from db.session import session_scope
     from evolver.store import open_store
 
@@ -62,15 +62,7 @@ def test_a_damaged_database_is_named(capsys: pytest.CaptureFixture[str], tmp_pat
     url = f"sqlite:///{database}"
     engine = open_store(url)
     with session_scope(engine) as s:
-        for _ in range(300):
-            queue.enqueue_job(
-                s,
-                path="trsm_small",
-                dtype="float64",
-                gpu_key=queue.NO_GPU,
-                shape_bucket="m64n64",
-                config={"path": "trsm_small", "dtype": "float64", "iterations": 4},
-            )
+        enqueue_jobs(s, 300)
     engine.dispose()
     data = bytearray(database.read_bytes())
     data[-8192:] = b"\xde" * 8192  # the last two pages: jobs

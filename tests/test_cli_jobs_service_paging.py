@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from job_store import enqueue_jobs
 from sqlalchemy import Engine
 
-from db import queue
 from db.session import session_scope
 from kernevo import cli, http_get
 
@@ -51,15 +51,7 @@ def test_a_limit_past_one_page_lists_what_the_database_lists(
     fresh_database_url: str,
 ) -> None:
     with session_scope(engine) as s:
-        for _ in range(JOBS):
-            queue.enqueue_job(
-                s,
-                path="trsm_small",
-                dtype="float64",
-                gpu_key=queue.NO_GPU,
-                shape_bucket="m64n64",
-                config={"path": "trsm_small", "dtype": "float64", "iterations": 4},
-            )
+        enqueue_jobs(s, JOBS)
     assert cli.main(["jobs", "--limit", str(limit), "--database-url", fresh_database_url]) == 0
     from_database = capsys.readouterr()
     asked = _through_the_app_with_queries(monkeypatch, api_client)

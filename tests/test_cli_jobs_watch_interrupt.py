@@ -7,10 +7,10 @@ import io
 import time
 
 import pytest
+from job_store import enqueue_jobs
 from rich.console import Console
 from sqlalchemy import Engine
 
-from db import queue
 from db.session import session_scope
 from kernevo import cli
 
@@ -28,14 +28,7 @@ def test_ctrl_c_ends_the_watch_with_130_and_the_last_listing(
     fresh_database_url: str,
 ) -> None:
     with session_scope(engine) as s:
-        queue.enqueue_job(
-            s,
-            path="trsm_small",
-            dtype="float64",
-            gpu_key=queue.NO_GPU,
-            shape_bucket="m64n64",
-            config={"path": "trsm_small", "dtype": "float64", "iterations": 10},
-        )
+        enqueue_jobs(s, 1, iterations=10)
     screen = io.StringIO()
     if terminal:
         console = Console(file=screen, force_terminal=True, width=200)
