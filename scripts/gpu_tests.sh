@@ -11,6 +11,8 @@
 # other workers' kernels and CPU use would disturb: those run after, alone. The evaluator's
 # own timing holds the GPU lock alone in any case (evaluator.gpu_lock), so the other workers'
 # evaluations wait for it; direct launches by other tests do not.
+# Shards with XDIST: still three; XDIST=3 SHARD=2/2 did not fit one call (RESULTS 25: 1/2 took 186 s,
+# 2/2 was cut at 560 s with 17 tests left, 358 s more on four workers).
 # Writes $OUT/machine.txt, $OUT/pytest_gpu_<k>of<N>.txt (the summary line before the step's
 # exit line; with XDIST, the parallel run's, then the serial run's) and $OUT/files_<k>of<N>.txt;
 # DEADLINE_S (575) bounds the call.
