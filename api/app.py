@@ -13,7 +13,7 @@ from fastapi import Depends, FastAPI
 
 from api.docs_pages import docs_router
 from api.errors import install_error_handlers
-from api.json_body import BodyLimit, refuse_repeated_body_keys
+from api.json_body import BodyLimit, refuse_non_json_body, refuse_repeated_body_keys
 from api.query_params import refuse_repeated_query, refuse_unknown_query
 from api.routes import (
     champions,
@@ -78,10 +78,12 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
         version=service_version(),
         summary="Verified CUDA kernels from LLM-driven evolution, and their lineage.",
         lifespan=lifespan,
-        # ?dtype=a&dtype=b, ?dtyp=a and {"path": …, "path": …}: 422, every route
+        # ?dtype=a&dtype=b, ?dtyp=a and {"path": …, "path": …}: 422, every route; a body
+        # not sent as JSON: 415
         dependencies=[
             Depends(refuse_repeated_query),
             Depends(refuse_unknown_query),
+            Depends(refuse_non_json_body),
             Depends(refuse_repeated_body_keys),
         ],
         docs_url=None,  # FastAPI's pages load their files from CDNs: api.docs_pages serves them

@@ -7,6 +7,8 @@ repeated query parameter (``api.query_params``) and a job file's repeated key
 (``evolver.job_config``) are refused; so is a JSON body's, at any depth, for every route that
 reads one (``POST /v1/jobs``, ``PATCH /v1/jobs/{id}``), in this one dependency installed on the
 application (``api.app``). It runs before the route's body is validated, so nothing is written.
+So does the refusal of a body sent as anything but JSON (415, ``refuse_non_json_body``); a body
+that cannot be read as JSON is a 422 ``json_invalid`` and one over 1 MiB a 413 (``BodyLimit``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -24,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.validation import validation_response
+from kernevo.text import printable
 
 # The largest request body the service reads (413 past it, BodyLimit). A job's body is a few
 # KB; 1 MiB leaves room for a long config while bounding what one request makes the service
@@ -81,13 +84,44 @@ def parse_keeping_repeats(body: bytes) -> Any:
     return json.loads(body, object_pairs_hook=_pairs)
 
 
+def _media_type(request: Request) -> str:
+    """The request's ``Content-Type`` without its parameters, lower case; ``""`` when absent."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
 def _read_as_json(request: Request) -> bool:
     """Whether FastAPI reads this request's body as JSON: ``Content-Type`` ``application/json``
     or ``application/…+json`` (FastAPI's strict content type: any other body is refused as not
     being the model, never parsed)."""
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    maintype, _, subtype = media.partition("/")
+    maintype, _, subtype = _media_type(request).partition("/")
     return maintype == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+async def refuse_non_json_body(request: Request) -> None:
+    """Refuse a body sent as anything but JSON to a route that reads one, 415 with the fix.
+
+    FastAPI reads a body as JSON only under a JSON ``Content-Type`` (strict content type) and
+    otherwise validates the raw bytes against the model, answering a 422 "Input should be a
+    valid dictionary" that hides the cause. The common case is ``curl -d '{…}'``, which sends
+    ``application/x-www-form-urlencoded``. An empty body keeps FastAPI's 422 (the body is
+    missing whatever its type says).
+
+    Raises:
+        HTTPException: 415, ``detail`` e.g. ``request body sent as 'text/plain'; send it as
+            JSON with the header Content-Type: application/json`` (RFC 9110, 15.5.16).
+    """
+    route = request.scope.get("route")
+    if getattr(route, "body_field", None) is None or _read_as_json(request):
+        return
+    if not await request.body():  # Starlette keeps it: FastAPI read it already
+        return
+    media = _media_type(request)
+    sent = f"sent as '{printable(media, 60)}'" if media else "sent without a Content-Type"
+    raise HTTPException(
+        status_code=415,
+        detail=f"request body {sent}; send it as JSON with the header "
+        "Content-Type: application/json",
+    )
 
 
 async def refuse_repeated_body_keys(request: Request) -> None:

@@ -48,6 +48,9 @@ UNPROCESSABLE = {422: _error("the request does not validate", UnprocessableOut)}
 UNAVAILABLE = {503: _error("the database is locked, damaged, unreachable or read-only")}
 # Routes that read a body: one over api.json_body.MAX_BODY_BYTES (any route answers the same).
 TOO_LARGE = {413: _error("the request body is larger than 1 MiB")}
+UNSUPPORTED_MEDIA = {415: _error("the request body was not sent as application/json")}
+# Every error a route that reads a body may give for the body alone.
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {**TOO_LARGE, **UNSUPPORTED_MEDIA}
 
 # What any route reading the database may answer besides its own statuses.
 OPEN_ERRORS: dict[int | str, dict[str, Any]] = {**UNPROCESSABLE, **UNAVAILABLE}

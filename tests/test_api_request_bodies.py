@@ -87,3 +87,57 @@ def test_a_body_at_the_limit_is_read(api_client: TestClient, api_token: str) -> 
     assert response.status_code == 422  # type: ignore[attr-defined]
     issues = response.json()["detail"]  # type: ignore[attr-defined]
     assert issues[0]["loc"] == ["body", "path"] and issues[0]["type"] == "string_too_long"
+
+
+# `curl -d '{…}'` sends application/x-www-form-urlencoded; FastAPI validated the raw bytes and
+# answered a 422 "Input should be a valid dictionary" that hid the cause.
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize(
+    ("media", "sent"),
+    [
+        ("application/x-www-form-urlencoded", "sent as 'application/x-www-form-urlencoded'"),
+        ("text/plain; charset=utf-8", "sent as 'text/plain'"),
+        ("application/jsonx", "sent as 'application/jsonx'"),
+        ("text/json\x7f", "sent as 'text/json\\x7f'"),
+        (None, "sent without a Content-Type"),
+    ],
+    ids=["form", "text", "json-lookalike", "control-char", "none"],
+)
+def test_a_body_not_sent_as_json_is_a_415_that_says_how_to_send_it(
+    api_client: TestClient,
+    api_token: str,
+    fresh_database_url: str,
+    route: tuple[str, str],
+    media: str | None,
+    sent: str,
+) -> None:
+    method, url = route
+    headers = bearer(api_token) | ({} if media is None else {"Content-Type": media})
+    body = b'{"path": "trsm_small", "dtype": "float64", "state": "cancelled"}'
+    response = api_client.request(method, url, content=body, headers=headers)
+    assert response.status_code == 415, response.text
+    assert response.json() == {
+        "detail": f"request body {sent}; send it as JSON with the header "
+        "Content-Type: application/json"
+    }
+    assert api_client.get("/v1/jobs", headers=bearer(api_token)).json() == []  # nothing written
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_empty_body_of_any_type_is_a_422_missing_body(
+    api_client: TestClient, api_token: str, route: tuple[str, str]
+) -> None:
+    """No body to refuse for its type: FastAPI's 422 says the body is missing."""
+    method, url = route
+    headers = bearer(api_token) | {"Content-Type": "text/plain"}
+    response = api_client.request(method, url, content=b"", headers=headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["type"] == "missing"
+
+
+@pytest.mark.parametrize("media", ["application/json; charset=utf-8", "application/vnd.x+json"])
+def test_every_json_media_type_is_read(api_client: TestClient, api_token: str, media: str) -> None:
+    headers = bearer(api_token) | {"Content-Type": media}
+    body = b'{"path": "trsm_small", "dtype": "float64"}'
+    response = api_client.post("/v1/jobs", content=body, headers=headers)
+    assert response.status_code == 201, response.text

@@ -17,7 +17,7 @@ from api.deps import JobId, ReadScope, SessionDep, WriteScope, WriteSessionDep
 from api.gpu_names import gpu_key_of
 from api.key_filters import FilterError, check_dtype_filter
 from api.pagination import TOTAL_HEADER, Limit, Offset, total_header
-from api.responses import CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS, TOO_LARGE
+from api.responses import BODY_ERRORS, CONFLICT, FORBIDDEN, NOT_FOUND, READ_ERRORS
 from api.schemas import JobCreate, JobOut, JobPatch
 from api.schemas_jobs import JobCancelOut, JobCreatedOut, worker_endpoint_note
 from db.heartbeat import database_now
@@ -104,7 +104,7 @@ def _refuse_key_variable(body: JobCreate) -> None:
     response_model=JobCreatedOut,
     status_code=status.HTTP_201_CREATED,
     dependencies=[WriteScope],
-    responses={**FORBIDDEN, **TOO_LARGE},
+    responses={**FORBIDDEN, **BODY_ERRORS},
 )
 def create_job(body: JobCreate, s: WriteSessionDep, response: Response) -> JobCreatedOut:
     """Queue a job for the workers; 201 with the job (``waiting``), where its LLM endpoint will
@@ -203,7 +203,7 @@ def job_detail(job_id: JobId, s: SessionDep) -> JobOut:
     "/{job_id}",
     response_model=JobCancelOut,
     dependencies=[WriteScope],
-    responses={**FORBIDDEN, **NOT_FOUND, **CONFLICT, **TOO_LARGE},
+    responses={**FORBIDDEN, **NOT_FOUND, **CONFLICT, **BODY_ERRORS},
 )
 def patch_job(job_id: JobId, body: JobPatch, s: WriteSessionDep) -> JobCancelOut:
     """Cancel a waiting or running job (``db.queue.cancel_job``); its process sees the state
