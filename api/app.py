@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI
 
 from api.docs_pages import docs_router
 from api.errors import install_error_handlers
+from api.head_requests import HeadAsGet
 from api.json_body import BodyLimit, refuse_non_json_body, refuse_repeated_body_keys
 from api.query_params import refuse_repeated_query, refuse_unknown_query
 from api.routes import (
@@ -94,6 +95,7 @@ def create_app(database_url: str | None = None, *, busy_timeout_s: float | None 
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodyLimit)  # 413 past api.json_body.MAX_BODY_BYTES, JSON like the rest
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route: curl -I, load balancers' checks
     for module in (health, version, kernels, manifest, champions, programs, jobs, lineage, tokens):
         app.include_router(module.router)
     app.include_router(web_router)  # the web page at /ui/ (api.web), outside the OpenAPI document

@@ -116,3 +116,26 @@ def test_the_service_answers_as_its_openapi_document_says(service: Service) -> N
             failures.append(f"{operation.label}: {failure}")
     assert operations >= 15, f"only {operations} operations in the document"
     assert failures == [], "\n\n".join(failures)
+
+
+def test_every_get_operation_answers_head_with_its_status_and_headers_and_no_body(
+    service: Service,
+) -> None:
+    """``HEAD`` on each ``GET`` path of the document and on the pages outside it, through the
+    real server (``api.head_requests``; it was a 405): ``GET``'s status, content type and
+    length, no body; a bad query or a missing token is refused as under ``GET``."""
+    document = httpx.get(f"{service.base_url}/openapi.json", timeout=10).json()
+    paths = [p for p, ops in document["paths"].items() if "get" in ops]
+    paths = [p.replace("{job_id}", "1").replace("{program_id}", "1") for p in paths]
+    paths += ["/docs", "/ui/", "/v1/jobs?limit=0", "/v1/jobs?limt=5"]
+    assert len(paths) >= 15
+    with httpx.Client(base_url=service.base_url, headers=service.auth, timeout=10) as client:
+        for path in paths:
+            get, head = client.get(path), client.head(path)
+            assert head.status_code == get.status_code != 405, path
+            assert head.headers["content-type"] == get.headers["content-type"], path
+            if path not in ("/healthz", "/v1/version"):  # their answers carry timings
+                assert head.headers["content-length"] == get.headers["content-length"], path
+            assert head.content == b"", path
+        assert client.head("/v1/jobs?limt=5").status_code == 422
+        assert client.head("/v1/jobs", headers={"Authorization": ""}).status_code == 401
