@@ -420,6 +420,28 @@ def http_url_problem(url: str) -> str | None:
     return host_problem(parts.hostname)
 
 
+def service_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the kernevo service's base URL (``KERNEVO_API_URL``, ``--api-url``),
+    or ``None``: :func:`http_url_problem`'s reasons, a query or fragment, or a path ending in
+    ``/v1``. The clients append ``/v1/kernels/best`` and the like, so ``http://host:8000/v1``
+    (an OpenAI-style base URL, as ``KERNEVO_LLM_BASE_URL`` takes) asked for ``/v1/v1/…`` and got
+    a bare 404. A service behind a proxy prefix (``https://host/kernevo``) stays valid."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    problem = http_url_problem(url)
+    if problem is not None:
+        return problem
+    parts = urlsplit(url)
+    shown = shorten(without_credentials(url))
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        return f"a service URL without a query or fragment, not {shown!r}"
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        root = without_credentials(urlunsplit(parts._replace(path=path.removesuffix("/v1"))))
+        return f"the service's root URL without /v1, {shorten(root)!r} (its /v1/… routes are added)"
+    return None
+
+
 def service_id(url: str) -> str:
     """The service ``url`` names, as the loader's disk cache records where an answer came from:
     the URL without its user part (credentials, or a token given as ``https://TOKEN@host``,

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from kernevo.environment import (
-    http_url_problem,
+    service_url_problem,
     settings_error,
     token_problem,
     warn_once,
@@ -110,8 +110,8 @@ class LoaderSettings(BaseSettings):
 
     @field_validator("api_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        problem = http_url_problem(value)
+    def _service_url(cls, value: str) -> str:
+        problem = service_url_problem(value)
         if problem is not None:
             raise ValueError(problem)
         return value.rstrip("/")

@@ -135,3 +135,45 @@ def test_a_keyword_argument_is_shown_as_python_wrote_it() -> None:
         LoaderSettings(api_url="ftp://x")
     with pytest.raises(SettingsError, match=r"^request_timeout_s=inf: "):
         LoaderSettings(request_timeout_s=float("inf"))
+
+
+# A fresh user gave the OpenAI-style base URL (`…/v1`, as KERNEVO_LLM_BASE_URL takes): the loader
+# asked for /v1/v1/kernels/best and reported the service's bare 404 as "no champion".
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        (
+            "http://127.0.0.1:8000/v1",
+            "the service's root URL without /v1, 'http://127.0.0.1:8000' (its /v1/… routes are "
+            "added)",
+        ),
+        (
+            "https://user:secret@127.0.0.1/kernevo/v1/",
+            "the service's root URL without /v1, 'https://user:***@127.0.0.1/kernevo' (its /v1/… "
+            "routes are added)",
+        ),
+        ("http://127.0.0.1:8000/?gpu=h200", "a service URL without a query or fragment"),
+        ("http://127.0.0.1:8000#top", "a service URL without a query or fragment"),
+    ],
+    ids=["v1", "proxy-prefix-v1", "query", "fragment"],
+)
+def test_a_service_url_the_clients_cannot_append_routes_to_is_refused(
+    monkeypatch: pytest.MonkeyPatch, url: str, reason: str
+) -> None:
+    """Check: ``LoaderSettings._service_url`` (``kernevo.environment.service_url_problem``)."""
+    monkeypatch.setenv("KERNEVO_API_URL", url)
+    with pytest.raises(SettingsError) as caught:
+        LoaderSettings()
+    message = str(caught.value)
+    assert message.startswith("KERNEVO_API_URL=") and reason in message
+    assert "secret" not in message
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000/", "https://127.0.0.1/kernevo", "http://127.0.0.1/v10"]
+)
+def test_a_root_or_a_proxy_prefix_is_a_service_url(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("KERNEVO_API_URL", url)
+    assert LoaderSettings().api_url == url.rstrip("/")
