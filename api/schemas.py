@@ -122,6 +122,9 @@ class JobOut(BaseModel):
     beat). ``stale``: the job is ``running`` but its heartbeat is older than
     ``db.heartbeat.stale_after_s`` (90 s, or three of the job's own heartbeat intervals when
     that is longer): its process is gone, and ``kernevo evolve --resume`` continues it.
+    ``best_speedup``: over the vendor library at the bucket's largest timed shape, ``None``
+    while no program was timed (a compile-only job, or nothing passed yet: the job row holds
+    0.0 then, which a client read as a measured slowdown), as the CLI's ``speedup n/a``.
     """
 
     id: int
@@ -168,7 +171,7 @@ class JobOut(BaseModel):
             state=job.state,  # type: ignore[arg-type]
             iteration=job.iteration,
             best_score=job.best_score,
-            best_speedup=job.best_speedup,
+            best_speedup=job.best_speedup if job.best_speedup else None,  # 0.0: none timed
             last_failure_kind=job.last_failure_kind,
             failure_reason=job.failure_reason,
             programs=programs,

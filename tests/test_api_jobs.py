@@ -65,6 +65,19 @@ def test_jobs_listing_shows_progress(
     assert api_client.get("/v1/jobs", params={"state": "paused"}, headers=AUTH).status_code == 422
 
 
+# A trial's finding: a compile-only job (nothing timed) showed best_speedup 0.0 over REST, read
+# as a measured slowdown, while the CLI says "speedup n/a".
+def test_a_job_with_nothing_timed_has_no_speedup(
+    api_client: TestClient, seeded: Seeded, fresh_database_url: str
+) -> None:
+    _progress(fresh_database_url, seeded.job_id, state="running", best_score=0.0, best_speedup=0.0)
+    for body in (
+        api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json(),
+        api_client.get("/v1/jobs", headers=AUTH).json()[0],
+    ):
+        assert (body["best_score"], body["best_speedup"]) == (0.0, None)
+
+
 def test_job_detail_and_404(api_client: TestClient, seeded: Seeded) -> None:
     body = api_client.get(f"/v1/jobs/{seeded.job_id}", headers=AUTH).json()
     assert (body["id"], body["state"], body["programs"]) == (seeded.job_id, "waiting", 3)
