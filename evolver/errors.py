@@ -16,7 +16,9 @@ class NoGpuError(EvolverError, RuntimeError):
 
 
 class LLMEndpointError(EvolverError, RuntimeError):
-    """The configured OpenAI-compatible endpoint is unreachable, refuses the key or the model."""
+    """The configured OpenAI-compatible endpoint is unreachable, refuses the key or the model;
+    or, mid-job, one request failed (``evolver.llm.EndpointLLM``: no answer in time, an HTTP
+    error, an answer that is not a chat completion), which fails that iteration only."""
 
 
 class ResumeError(EvolverError, LookupError):

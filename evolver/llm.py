@@ -3,11 +3,14 @@ mutator; the reachability check that turns a dead endpoint into one line, not a 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
+import openai
 from openevolve.llm.base import LLMInterface
+from openevolve.llm.openai import OpenAILLM
 
 from evolver.errors import LLMEndpointError
 from evolver.job_config import LLMSection
@@ -178,11 +181,21 @@ class CanonicalTextLLM(LLMInterface):
         return getattr(self._inner, name)
 
     async def generate(self, prompt: str, **kwargs: Any) -> str:
+        """The wrapped client's answer to ``prompt``, as canonical text.
+
+        Raises:
+            LLMEndpointError: from :class:`EndpointLLM`, one line naming the endpoint.
+        """
         return _canonical(await self._inner.generate(prompt, **kwargs))
 
     async def generate_with_context(
         self, system_message: str, messages: list[dict[str, str]], **kwargs: Any
     ) -> str:
+        """The wrapped client's answer to ``messages``, as canonical text.
+
+        Raises:
+            LLMEndpointError: from :class:`EndpointLLM`, one line naming the endpoint.
+        """
         answer = await self._inner.generate_with_context(system_message, messages, **kwargs)
         return _canonical(answer)
 
@@ -191,19 +204,179 @@ def _canonical(answer: Any) -> Any:
     return canonical_source(answer) if isinstance(answer, str) else answer
 
 
+class EndpointLLM(OpenAILLM):
+    """OpenEvolve's ``OpenAILLM`` (its request, timeout and retries, unchanged) whose failures
+    are one line naming the endpoint and what happened.
+
+    Why: OpenEvolve records a failed iteration as ``LLM generation failed: {exception}``, and
+    that text is the job's ``failure_reason`` and the program's report. The exceptions of its
+    client said nothing useful there: a timeout is an empty ``TimeoutError`` (``asyncio.wait_for``
+    around each attempt), ``choices: []`` an ``IndexError``, a truncated body a
+    ``JSONDecodeError``, none of them naming the endpoint.
+    """
+
+    async def generate_with_context(
+        self, system_message: str, messages: list[dict[str, str]], **kwargs: Any
+    ) -> str:
+        """OpenEvolve's request with its retries (``OpenAILLM.generate`` comes here too).
+
+        Raises:
+            LLMEndpointError: the last attempt failed; one line naming the endpoint (its URL
+                without credentials) and what happened: no answer within ``llm.timeout_s``, an
+                HTTP error status with a short body, a connection failure, or an answer that is
+                not a chat completion (not JSON, no choices, no message content).
+        """
+        try:
+            return await super().generate_with_context(system_message, messages, **kwargs)
+        except LLMEndpointError:
+            raise
+        except Exception as error:
+            # OpenEvolve bounds each attempt by the call's timeout (asyncio.wait_for), the
+            # OpenAI client each request by the configured one: say the one that fired.
+            timeout = kwargs.get("timeout", self.timeout)
+            if isinstance(error, openai.APITimeoutError):
+                timeout = self.timeout
+            retries = kwargs.get("retries", self.retries) or 0
+            line = _failure_line(self._shown(), error, timeout, retries)
+            raise LLMEndpointError(line) from error
+
+    async def _call_api(self, params: dict[str, Any]) -> str:
+        """One attempt: the chat completion's first message content.
+
+        This replaces OpenEvolve's ``_call_api``, which indexes ``response.choices[0].message
+        .content`` unchecked (an ``IndexError`` for no choices, ``None`` for no content); it
+        keeps its token accounting (``last_usage``, read by OpenEvolve's ensemble).
+
+        Raises:
+            LLMEndpointError: the answer is not a chat completion with message content.
+            Exception: whatever the OpenAI client raises (``generate_with_context`` words it).
+        """
+        if self.client is None:  # OpenEvolve's manual mode: never configured by kernevo
+            raise LLMEndpointError(f"LLM endpoint {self._shown()} has no client (manual mode)")
+        response = await self.client.chat.completions.create(**params, stream=False)
+        content = _content(self._shown(), response)
+        usage = getattr(response, "usage", None)
+        if usage is None:
+            self.last_usage = None
+        else:
+            prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+            completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+            self.last_usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": getattr(usage, "total_tokens", 0)
+                or prompt_tokens + completion_tokens,
+                "model": str(self.model),
+            }
+        return content
+
+    def _shown(self) -> str:
+        return without_credentials(str(self.api_base or "").rstrip("/"))
+
+
+def _content(shown: str, response: Any) -> str:
+    """The first choice's message content of ``response`` (what the OpenAI client made of the
+    endpoint's answer).
+
+    Raises:
+        LLMEndpointError: what the answer lacks: it is text (the client gives a body that is
+            not ``application/json`` as a string), or has no ``choices`` list, no choices, no
+            message, or no content.
+    """
+    if isinstance(response, str):
+        # An HTML page (a URL that is not the API's), or Server-Sent Events from an endpoint
+        # that streams even when asked not to.
+        raise LLMEndpointError(
+            f"LLM endpoint {shown} answered text, not a chat completion (streaming answers are "
+            f"not supported): {_short(response, 120)!r}"
+        )
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise LLMEndpointError(
+            f"LLM endpoint {shown} answered JSON that is not a chat completion (no choices)"
+        )
+    if not choices:
+        raise LLMEndpointError(f"LLM endpoint {shown} answered a chat completion with no choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise LLMEndpointError(
+            f"LLM endpoint {shown} answered a chat completion whose choice has no message"
+        )
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    finish = getattr(choices[0], "finish_reason", None)
+    why = f" (finish_reason {finish!r})" if finish else ""
+    refusal = getattr(message, "refusal", None)
+    if isinstance(refusal, str) and refusal:
+        why = f" (the model refused: {_short(refusal, 120)!r})"
+    raise LLMEndpointError(
+        f"LLM endpoint {shown} answered a chat completion whose message has no content{why}"
+    )
+
+
+def _failure_line(shown: str, error: Exception, timeout: float | None, retries: int) -> str:
+    """One line for ``error``, the last attempt's failure at endpoint ``shown``: never empty,
+    never an exception's text alone (``str(TimeoutError())`` is ``''``)."""
+    if isinstance(error, openai.APITimeoutError | TimeoutError):
+        # Each attempt is bounded twice by llm.timeout_s (asyncio.wait_for around it, and the
+        # OpenAI client's own timeout); whichever fires first, the answer did not come in time.
+        within = f"within {timeout:g} s (llm.timeout_s)" if timeout is not None else "in time"
+        tries = f", the last of {retries + 1} attempts (llm.retries {retries})" if retries else ""
+        return f"LLM endpoint {shown} gave no answer {within}{tries}"
+    if isinstance(error, openai.APIStatusError):
+        return (
+            f"LLM endpoint {shown} answered HTTP {error.status_code}: "
+            f"{_status_detail(error) or 'empty body'}"
+        )
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__
+        name = type(cause).__name__ if cause is not None else type(error).__name__
+        detail = _short(str(cause or "")) or name
+        # By name: the OpenAI client may ship its own httpx (httpx2), whose ConnectError is not
+        # httpx's.
+        if name.startswith("Connect"):
+            return f"LLM endpoint {shown} is unreachable ({name}: {detail})"
+        return f"LLM endpoint {shown} broke off its answer ({name}: {detail})"
+    if isinstance(error, json.JSONDecodeError):
+        if not error.doc.strip():
+            return f"LLM endpoint {shown} answered an empty body, not a chat completion"
+        return (
+            f"LLM endpoint {shown} answered a body that is not valid JSON (broken at character "
+            f"{error.pos} of {len(error.doc)}): {_short(error.doc, 120)!r}"
+        )
+    if isinstance(error, openai.APIResponseValidationError):
+        return f"LLM endpoint {shown} answered JSON that is not a chat completion"
+    # Anything else (a bug here or in a library): named by type, so never an empty line.
+    detail = _short(str(error))
+    what = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    return f"LLM endpoint {shown} failed a request ({what})"
+
+
+def _status_detail(error: Any) -> str:
+    """A short text of an HTTP error's body: the OpenAI-style ``error.message`` when the body
+    has one, else the body itself."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return _short(body["message"])
+    try:
+        return _short(error.response.text)
+    except Exception:  # a streamed or undecodable body: the status says enough
+        return ""
+
+
 def make_canonical_openai_client(model_cfg: Any) -> CanonicalTextLLM:
     """OpenEvolve's ``init_client`` factory for the OpenAI-compatible backend: its own
-    ``OpenAILLM`` behind :class:`CanonicalTextLLM`. Module-level so it pickles by reference."""
-    from openevolve.llm.openai import OpenAILLM
-
-    return CanonicalTextLLM(OpenAILLM(model_cfg))
+    ``OpenAILLM`` (as :class:`EndpointLLM`, whose failures name the endpoint) behind
+    :class:`CanonicalTextLLM`. Module-level so it pickles by reference."""
+    return CanonicalTextLLM(EndpointLLM(model_cfg))
 
 
 def model_configs(backend: LLMBackend, section: LLMSection) -> list[object]:
     """OpenEvolve model configurations for ``backend`` (one model, weight 1).
 
-    The OpenAI-compatible backend is OpenEvolve's own ``OpenAILLM`` behind
-    :class:`CanonicalTextLLM`; the offline mutator comes in the same way. Both through
+    The OpenAI-compatible backend is OpenEvolve's own ``OpenAILLM`` (as :class:`EndpointLLM`)
+    behind :class:`CanonicalTextLLM`; the offline mutator comes in the same way. Both through
     ``init_client`` with a module-level, picklable factory.
 
     Raises:

@@ -122,14 +122,12 @@ def test_a_pool_workers_log_records_go_to_the_job_log_not_to_stderr(tmp_path: Pa
             timeout=300,
         )
     assert done.returncode == 1, done.stdout + done.stderr
-    reason = (
-        "Evolution failed: 0/1 iterations produced a candidate program. Last error: LLM "
-        "generation failed: Error code: 400 - no such model"
-    )
+    failed = f"LLM generation failed: LLM endpoint {server.url}/v1 answered HTTP 400: no such model"
+    reason = f"Evolution failed: 0/1 iterations produced a candidate program. Last error: {failed}"
     assert done.stdout.splitlines()[-1].startswith(f"job 1 failed: {reason}: best score ")
     assert done.stderr == ""
     log = _log_text(tmp_path)
-    assert "openevolve.process_parallel - ERROR - LLM generation failed: Error code: 400" in log
+    assert f"openevolve.process_parallel - ERROR - {failed}" in log
     assert _OPENEVOLVE_LINE.search(log) is not None
 
 
