@@ -388,6 +388,30 @@ def resume_job(
         )
 
 
+def _failed_after_all(row: Any) -> bool:
+    """Whether the job row ended ``failed`` on its own error (``last_failure_kind`` ``error``, not
+    ``interrupted`` or a lost worker) after running all its iterations. A resume of it ran them
+    all again, every LLM call repeated, to the same failure (a trial: a job whose 3 iterations
+    failed at the LLM ran 3 more per resume, from the seed, since it had no checkpoint). A job
+    stopped between its last iteration and its end still resumes: it only finishes."""
+    return (
+        row.state == "failed"
+        and row.last_failure_kind == "error"
+        and row.iteration >= _total_iterations(row)
+    )
+
+
+def _total_iterations(row: Any) -> int:
+    """The iterations a job row was asked for (its stored configuration; the job
+    configuration's default where the row does not say)."""
+    stored = row.config.get("iterations") if isinstance(row.config, dict) else None
+    if isinstance(stored, int) and not isinstance(stored, bool):
+        return stored
+    default = JobConfig.model_fields["iterations"].default
+    assert isinstance(default, int)
+    return default
+
+
 def _resume_job(
     job_id: int | None,
     *,
@@ -408,16 +432,27 @@ def _resume_job(
         if job_id is None:
             if "path" not in given or "dtype" not in given:
                 raise ResumeError("--resume without a job id needs --path and --dtype")
-            rows = [
+            unfinished = [
                 j
                 for j in repository.list_jobs(s)
                 if (j.path, j.dtype) == (given["path"], given["dtype"])
                 and j.state in _UNFINISHED
                 and given.get("bucket", j.shape_bucket) == j.shape_bucket
             ]
+            rows = [j for j in unfinished if not _failed_after_all(j)]
             if not rows:
-                raise ResumeError(f"no unfinished {given['path']} {given['dtype']} job to resume")
+                ran_all = (
+                    f" (job {unfinished[0].id} failed after running all its iterations)"
+                    if unfinished
+                    else ""
+                )
+                raise ResumeError(
+                    f"no unfinished {given['path']} {given['dtype']} job to resume{ran_all}"
+                )
             row = rows[0]
+            total = _total_iterations(row)
+            write(f"resuming job {row.id}, the newest unfinished {row.path} {row.dtype} job "
+                  f"({row.state}, at iteration {row.iteration}/{total})")  # fmt: skip
         else:
             try:
                 row = repository.get_job(s, job_id)
@@ -425,6 +460,13 @@ def _resume_job(
                 raise ResumeError(f"job {job_id} not found") from None
         if row.state not in _UNFINISHED:
             raise ResumeError(f"job {row.id} is {row.state}; nothing to resume")
+        if _failed_after_all(row) and "iterations" not in given:
+            total = _total_iterations(row)
+            raise ResumeError(
+                f"job {row.id} failed after running all its {total} iterations; a resume would "
+                f"run them again (start a new job, or --iterations N, more than {total}, extends "
+                "it)"
+            )
         for key in ("path", "dtype"):
             if key in given and given[key] != getattr(row, key):
                 raise ResumeError(f"job {row.id} is {row.path} {row.dtype}, not {given[key]}")

@@ -1,0 +1,88 @@
+"""A job that failed on its own error after running all its iterations is not resumed.
+
+A fresh-user trial: a job whose 3 iterations all failed at the LLM ended ``failed`` at 3/3;
+``kernevo evolve --resume --path trsm_small --dtype float64`` picked it as the newest unfinished
+job and ran its 3 iterations again, every LLM call repeated, to the same failure, each resume
+recording another copy of the seed. The automatic pick now passes over such a job, a resume by
+id refuses it unless ``--iterations`` extends it, and the picked job is named before anything
+is checked (the endpoint's refusal had not said which job it was about). A job interrupted at
+its last iteration still resumes: it only finishes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from job_store import offline_settings, set_job_state, small_job
+
+from evolver.errors import ResumeError
+from evolver.runner import resume_job, start_job
+
+PICK = {"path": "trsm_small", "dtype": "float32"}
+
+
+def _resume(url: str, root: Path, job_id: int | None, lines: list[str], **given: object):
+    return resume_job(
+        job_id, overrides=given, settings=offline_settings(root), database_url=url,
+        write=lines.append,
+    )  # fmt: skip
+
+
+def test_a_job_that_ran_all_its_iterations_is_not_resumed(
+    fresh_database_url: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "runs"
+    url = fresh_database_url
+    assert start_job(small_job(), settings=offline_settings(root), database_url=url,
+                     write=print).state == "complete"  # fmt: skip
+    # At iteration 2 of 2, ended by its own error, as a job whose every iteration failed.
+    set_job_state(url, "failed", last_failure_kind="error")
+    lines: list[str] = []
+    with pytest.raises(ResumeError) as picked:
+        _resume(url, root, None, lines, **PICK)
+    assert str(picked.value) == (
+        "no unfinished trsm_small float32 job to resume (job 1 failed after running all its "
+        "iterations)"
+    )
+    with pytest.raises(ResumeError) as by_id:
+        _resume(url, root, 1, lines)
+    assert str(by_id.value) == (
+        "job 1 failed after running all its 2 iterations; a resume would run them again (start "
+        "a new job, or --iterations N, more than 2, extends it)"
+    )
+    assert lines == []  # nothing ran
+    extended = _resume(url, root, 1, lines, iterations=3)
+    assert (extended.state, extended.iteration) == ("complete", 3)
+
+
+def test_the_automatic_pick_passes_over_it_to_a_job_with_iterations_left_and_names_it(
+    fresh_database_url: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "runs"
+    url = fresh_database_url
+    for _ in range(2):
+        start_job(small_job(), settings=offline_settings(root), database_url=url, write=print)
+    set_job_state(url, "failed", job_id=1, iteration=1)  # stopped after its first checkpoint
+    set_job_state(url, "failed", job_id=2, last_failure_kind="error")  # the newer one ran all
+    lines: list[str] = []
+    outcome = _resume(url, root, None, lines, **PICK)
+    assert lines[0] == (
+        "resuming job 1, the newest unfinished trsm_small float32 job (failed, at iteration 1/2)"
+    )
+    assert (outcome.job_id, outcome.state, outcome.iteration) == (1, "complete", 2)
+
+
+def test_a_job_interrupted_after_its_last_iteration_only_finishes(
+    fresh_database_url: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "runs"
+    url = fresh_database_url
+    first = start_job(small_job(), settings=offline_settings(root), database_url=url, write=print)
+    set_job_state(url, "failed", last_failure_kind="interrupted")
+    lines: list[str] = []
+    again = _resume(url, root, None, lines, **PICK)
+    assert lines[0].startswith("resuming job 1, the newest unfinished trsm_small float32 job")
+    assert "0 iterations from checkpoint at iteration 2" in lines[1]
+    assert (again.state, again.iteration) == ("complete", 2)
+    assert again.programs_recorded == first.programs_recorded
