@@ -2,7 +2,7 @@
 
 The rows are ``kernevo jobs``'s (the database's or the service's ``GET /v1/jobs``: dicts with
 at least ``state``); the table itself is plain ``kernevo jobs``'s, redrawn by the CLI
-(``kernevo.cli._watch_jobs``). A stale job's state is still ``running``, so it keeps the watch
+(``kernevo.cli.jobs._watch_jobs``). A stale job's state is still ``running``, so it keeps the watch
 going: a worker takes it back.
 """
 

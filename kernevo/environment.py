@@ -295,7 +295,7 @@ CATALOGUE: tuple[Variable, ...] = (
     ),
     _v(
         "DEBUG",
-        "kernevo/cli.py",
+        "kernevo/cli/__init__.py",
         "true: the CLI prints the traceback after its one-line error",
         "false",
         BOOLEAN_EXPECTS,

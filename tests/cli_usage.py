@@ -1,6 +1,6 @@
 """The one stderr line of a ``kernevo`` command line refused as a usage error, for the CLI
 tests: ``main(argv)`` exits 2 through argparse, prints nothing on stdout and exactly one line
-on stderr (``kernevo.cli._Parser.error``)."""
+on stderr (``kernevo.cli.strict_parser._Parser.error``)."""
 
 from __future__ import annotations
 

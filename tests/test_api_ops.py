@@ -343,9 +343,10 @@ def test_the_manifest_and_the_listing_take_the_op(
 def _best(api_client: TestClient, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     """``kernevo best`` against the test client (its ``_get_json`` answered by the app)."""
     import kernevo.cli
+    import kernevo.cli.best
 
     monkeypatch.setattr(
-        kernevo.cli, "_get_json", lambda url, params: api_client.get(url, params=params).json()
+        kernevo.cli.best, "_get_json", lambda url, params: api_client.get(url, params=params).json()
     )
     command = ["best", *args, "--gpu", "nvidia-h200", "--api-url", "http://testserver"]
     return kernevo.cli.main(command)

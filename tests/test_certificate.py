@@ -22,6 +22,7 @@ from sqlalchemy import select
 import evaluator.champion
 import evaluator.compile
 import kernevo.cli
+import kernevo.cli.best
 from db.migrate import downgrade, upgrade
 from db.models import Program
 from db.session import make_engine
@@ -602,7 +603,7 @@ def test_kernevo_best_prints_the_certificate(
     promoted: Any, api_client: TestClient, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     monkeypatch.setattr(
-        kernevo.cli, "_get_json", lambda url, params: api_client.get(url, params=params).json()
+        kernevo.cli.best, "_get_json", lambda url, params: api_client.get(url, params=params).json()
     )
     args = ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu", "nvidia-h200"]
     assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 0

@@ -238,7 +238,7 @@ def _job_option_cases() -> list[tuple[str, str, int, int]]:
 def test_job_options_take_their_ranges_from_the_job_configuration(
     capsys: pytest.CaptureFixture[str], option: str, name: str, low: int, high: int
 ) -> None:
-    from kernevo.cli import _parser
+    from kernevo.cli.parser import _parser
 
     for value in (low, high):
         args = _parser().parse_args([*_EVOLVE, option, str(value)])
@@ -715,7 +715,7 @@ def test_absurd_arguments_are_one_line_usage_errors(
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "my-host.example."])
 def test_real_hosts_pass_the_host_check(host: str) -> None:
-    from kernevo.cli import _host
+    from kernevo.cli.arguments import _host
 
     assert _host(host) == host
 
@@ -835,7 +835,7 @@ def test_bench_arguments_are_one_line_usage_errors(
 def test_an_error_answer_is_one_line_whatever_its_shape() -> None:
     import json
 
-    from kernevo.cli import _error_detail
+    from kernevo.cli.service import _error_detail
 
     listed = {"detail": [{"loc": ["query", "m"], "msg": "too big"}, {"loc": [], "msg": "more"}]}
     assert _error_detail(json.dumps(listed).encode()) == "query.m: too big; : more"
@@ -998,7 +998,7 @@ def test_a_command_started_with_stdout_closed_runs_quietly(tmp_path: Path, args:
 def test_jobs_table_fits_a_long_path_and_tells_buckets_apart() -> None:
     """A fresh user's finding: trsm_small_batched pushed every later column right of its
     header, and band_bidiag's two buckets' jobs looked the same."""
-    from kernevo.cli import _job_line, _path_bucket
+    from kernevo.cli.job_table import _job_line, _path_bucket
 
     rows = [
         {"id": 1, "path": "trsm_small_batched", "shape_bucket": "m64n64", "dtype": "float32",

@@ -2,7 +2,8 @@
 
 argparse counts an option for its exclusion only when the value differs from the default: a
 fresh-user trial's ``kernevo best --gpu x --device 0`` was accepted silently (``--device 0``
-ignored), ``--device 1`` refused. ``kernevo.cli._Parser`` now refuses any explicit pair.
+ignored), ``--device 1`` refused. ``kernevo.cli.strict_parser._Parser`` now refuses any explicit
+pair.
 """
 
 from __future__ import annotations

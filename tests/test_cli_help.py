@@ -7,6 +7,8 @@ import argparse
 import pytest
 
 from kernevo import cli
+from kernevo.cli import arguments
+from kernevo.cli.parser import _parser
 from seeds.ops import OPS
 
 
@@ -25,11 +27,11 @@ def _undocumented(parser: argparse.ArgumentParser, name: str) -> list[str]:
 
 
 def test_every_subcommand_and_option_has_a_help_text() -> None:
-    assert _undocumented(cli._parser(), "kernevo") == []
+    assert _undocumented(_parser(), "kernevo") == []
 
 
 def test_the_op_help_names_every_op() -> None:
-    assert cli.OP_HELP.split(", ") == list(OPS)
+    assert arguments.OP_HELP.split(", ") == list(OPS)
 
 
 def _subcommands(
@@ -46,15 +48,24 @@ def _subcommands(
 
 def test_every_subcommand_describes_itself_atop_its_own_help() -> None:
     """``kernevo serve --help`` said nothing of what serve does (nor that it migrates)."""
-    commands = _subcommands(cli._parser(), "kernevo")
+    commands = _subcommands(_parser(), "kernevo")
     assert len(commands) == 15
     assert [name for name, sub in commands if not sub.description] == []
     serve = dict(commands)["kernevo serve"]
     assert serve.description is not None and "migrates the database" in serve.description
 
 
+def test_every_command_names_a_function_that_exists() -> None:
+    """The parser names each command's function by module and name (imported when the command
+    runs: ``kernevo.cli.parser._Run``), so a misspelt one would fail only when run."""
+    commands = dict(_subcommands(_parser(), "kernevo"))
+    runs = {name: sub.get_default("func") for name, sub in commands.items()}
+    assert [name for name, run in runs.items() if run is None] == ["kernevo token"]
+    assert all(callable(run.function()) for run in runs.values() if run is not None)
+
+
 def _option_help(command: str, option: str) -> str:
-    parser = dict(_subcommands(cli._parser(), "kernevo"))[f"kernevo {command}"]
+    parser = dict(_subcommands(_parser(), "kernevo"))[f"kernevo {command}"]
     [action] = [action for action in parser._actions if option in action.option_strings]
     return str(action.help)
 
@@ -104,7 +115,7 @@ def test_a_malformed_gpu_name_is_a_usage_error(
 ) -> None:
     """``best --gpu 'bogus gpu!'`` asked the service for ``bogus-gpu`` (``export --gpu=+`` was
     refused only after opening the database, exit 1). Caught by
-    ``cli._gpu_name``'s ``_GPU_NAME`` pattern."""
+    ``kernevo.cli.arguments._gpu_name``'s ``_GPU_NAME`` pattern."""
     argv = [command, "--dtype", "float64", "--gpu", gpu]
     argv += ["--m", "8", "--n", "8"] if command == "best" else ["-o", "out"]
     with pytest.raises(SystemExit) as exited:
@@ -118,4 +129,4 @@ def test_a_malformed_gpu_name_is_a_usage_error(
     "gpu", ["nvidia-h200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "h200"]
 )
 def test_gpu_names_and_keys_are_accepted(gpu: str) -> None:
-    assert cli._gpu_name("a GPU name")(gpu) == gpu
+    assert arguments._gpu_name("a GPU name")(gpu) == gpu

@@ -19,11 +19,18 @@ def _interrupt(*args: object, **kwargs: object) -> None:
     raise KeyboardInterrupt
 
 
-@pytest.mark.parametrize("where", ["_add_queue_commands", "_check_environment", "_cmd_jobs"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "kernevo.cli.parser._add_queue_commands",
+        "kernevo.cli._check_environment",
+        "kernevo.cli.jobs._cmd_jobs",
+    ],
+)
 def test_ctrl_c_before_or_while_a_command_runs_is_one_line_and_130(
     where: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, where, _interrupt)
+    monkeypatch.setattr(where, _interrupt)
     assert cli.main(["jobs", "--limit", "1"]) == 130
     captured = capsys.readouterr()
     assert captured.err == "kernevo: interrupted\n"
@@ -32,7 +39,7 @@ def test_ctrl_c_before_or_while_a_command_runs_is_one_line_and_130(
 
 def test_building_the_parser_imports_no_openevolve_or_sqlalchemy() -> None:
     probe = (
-        "import sys, kernevo.cli as c; c._parser(); "
+        "import sys, kernevo.cli.parser as p; p._parser(); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'openevolve', 'sqlalchemy', 'db', 'api', 'fastapi', 'numpy'}))"
     )

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from db.session import session_scope
 from kernevo import cli
+from kernevo.cli import jobs
 
 
 def _ctrl_c(seconds: float) -> None:
@@ -32,7 +33,7 @@ def test_ctrl_c_ends_the_watch_with_130_and_the_last_listing(
     screen = io.StringIO()
     if terminal:
         console = Console(file=screen, force_terminal=True, width=200)
-        monkeypatch.setattr(cli, "_watch_console", lambda: console)
+        monkeypatch.setattr(jobs, "_watch_console", lambda: console)
     monkeypatch.setattr(time, "sleep", _ctrl_c)  # Ctrl-C while the watch waits for a refresh
     code = cli.main(["jobs", "--watch", "--database-url", fresh_database_url])
     out, err = capsys.readouterr()

@@ -2,7 +2,8 @@
 before anything runs, one line, exit 2 (fresh-user trial: ``--compile-only --llm-model x`` with
 no LLM base URL, or a job file with only ``llm: {model: x}``, ran the offline mutator silently;
 ``--llm-base-url`` without a model exited 1 once the job started). README's exit-code rule and
-docs/CONTRACTS.md: an option that does nothing is a usage error (``kernevo.cli._llm_settings_act``).
+docs/CONTRACTS.md: an option that does nothing is a usage error
+(``kernevo.cli.evolve._llm_settings_act``).
 """
 
 from __future__ import annotations

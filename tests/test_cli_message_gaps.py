@@ -94,7 +94,7 @@ def test_a_token_the_service_refuses_for_cancel_says_how_to_make_a_write_one(
 def test_a_job_not_found_says_where_the_jobs_are_listed(
     capsys: pytest.CaptureFixture[str], database: str, argv: list[str]
 ) -> None:
-    """The trial's inputs: ``kernevo.cli._with_job_hint`` on the runner's and the database's
+    """The trial's inputs: ``kernevo.cli.errors._with_job_hint`` on the runner's and the database's
     line."""
     code, out, err = _run(capsys, *argv)
     assert (code, out) == (1, "")
@@ -147,7 +147,7 @@ def test_a_folder_that_is_a_file_is_said_as_for_the_work_folder(
     argv: list[str],
     says: str,
 ) -> None:
-    """The trial's ``keys --dir FILE`` and kin: ``kernevo.cli._file_in_the_way``, exit 1, no
+    """The trial's ``keys --dir FILE`` and kin: ``kernevo.cli.folders._file_in_the_way``, exit 1, no
     errno text."""
     file = tmp_path / "file"
     file.write_text("not a folder\n")

@@ -33,8 +33,7 @@ from rich.console import Console
 from sqlalchemy import create_engine, inspect
 
 from db.migrate import upgrade
-from kernevo import cli
-from kernevo.cli import main
+from kernevo.cli import jobs, main
 from seeds.ops import OPS, get_op
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -337,7 +336,7 @@ _FRAMES = [
 
 
 def _plain(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, rows) -> str:
-    monkeypatch.setattr(cli, "_job_rows", lambda args: rows)
+    monkeypatch.setattr(jobs, "_job_rows", lambda args: rows)
     code, out, err = _outcome(capsys, ["jobs", "--database-url", "sqlite:////nowhere.db"])
     assert (code, err) == (0, "")
     return out
@@ -350,7 +349,7 @@ def _fetched_in_turn(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         fetched.append(len(fetched))
         return _FRAMES[min(len(fetched) - 1, len(_FRAMES) - 1)]
 
-    monkeypatch.setattr(cli, "_job_rows", rows)
+    monkeypatch.setattr(jobs, "_job_rows", rows)
     return fetched
 
 
@@ -376,7 +375,7 @@ def test_on_a_terminal_each_frame_is_the_plain_listing(
     assert "stale: running, but no heartbeat" in plains[0] and "stale:" not in plains[2]
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, width=400, color_system=None)
-    monkeypatch.setattr(cli, "_watch_console", lambda: terminal)
+    monkeypatch.setattr(jobs, "_watch_console", lambda: terminal)
     fetched = _fetched_in_turn(monkeypatch)
     argv = ["jobs", "--watch", "--interval", "0.1", "--database-url", "sqlite:////nowhere.db"]
     code, out, err = _outcome(capsys, argv)
@@ -398,8 +397,8 @@ def test_a_narrow_terminal_cuts_the_frames_and_leaves_the_last_listing_whole(
     plain = _plain(capsys, monkeypatch, _FRAMES[-1])
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, width=60, color_system=None)
-    monkeypatch.setattr(cli, "_watch_console", lambda: terminal)
-    monkeypatch.setattr(cli, "_job_rows", lambda args: _FRAMES[-1])
+    monkeypatch.setattr(jobs, "_watch_console", lambda: terminal)
+    monkeypatch.setattr(jobs, "_job_rows", lambda args: _FRAMES[-1])
     code, _, err = _outcome(capsys, ["jobs", "--watch", "--database-url", "sqlite:////x.db"])
     assert (code, err) == (0, "")
     drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\x00", screen.getvalue()).replace("\r", "")

@@ -286,7 +286,7 @@ def test_export_into_a_file_is_one_line(
     assert code == 1
     assert _one_line(err) == (
         f"kernevo: export folder {blocker} is a file, not a folder (-o/--output)"
-    )  # kernevo.cli._file_in_the_way, before the database is read
+    )  # kernevo.cli.folders._file_in_the_way, before the database is read
 
 
 def test_export_of_a_missing_database_is_one_line(

@@ -3,8 +3,8 @@
 --path trsm_small --path trsm_blocked … --iterations 1 --iterations 2`` started a trsm_blocked
 job of 2 iterations; ``best --m 64 --n 64 --m 100`` asked for m=100). A list option too (a
 later trial: ``bench-loader --dtype float64 --shapes 16x16 --shapes 32x32`` would have timed
-32x32 only). The check is ``kernevo.cli._given_once``, registered by every subcommand's
-parser."""
+32x32 only). The check is ``kernevo.cli.strict_parser._given_once``, registered by every
+subcommand's parser."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from cli_usage import usage_line
 
-from kernevo.cli import _parser, main
+from kernevo.cli import main
+from kernevo.cli.parser import _parser
 
 ONCE = "given twice; give it once"
 LIST_ONCE = f"{ONCE}, with all its values"

@@ -102,8 +102,8 @@ def test_a_negative_value_is_still_told_the_range(capsys: pytest.CaptureFixture[
 def test_bench_loader_shapes_are_checked_by_their_type(
     capsys: pytest.CaptureFixture[str], shape: str, says: str
 ) -> None:
-    """``-1x16`` reaches the type as a value (kernevo.cli._NEGATIVE_VALUE), also after a good
-    shape and in ``--shapes=-1x16``."""
+    """``-1x16`` reaches the type as a value (kernevo.cli.strict_parser._NEGATIVE_VALUE), also
+    after a good shape and in ``--shapes=-1x16``."""
     expected = (
         f"kernevo bench-loader: error: argument --shapes: {says} (see kernevo bench-loader --help)"
     )

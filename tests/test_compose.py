@@ -19,6 +19,7 @@ import yaml
 from sqlalchemy import create_engine, text
 
 import kernevo.cli
+import kernevo.cli.parser
 from api.settings import ApiSettings
 from db.settings import DatabaseSettings
 from evolver.settings import EvolverSettings
@@ -79,7 +80,7 @@ def test_the_api_migrates_at_start_after_postgres_is_healthy(compose: dict[str, 
     api = compose["services"]["api"]
     command = api["command"]
     assert command[:2] == ["kernevo", "serve"]
-    arguments = kernevo.cli._parser().parse_args(command[1:])
+    arguments = kernevo.cli.parser._parser().parse_args(command[1:])
     assert (arguments.command, arguments.host, arguments.port) == ("serve", "0.0.0.0", 8000)
     assert api["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     assert api["ports"] == ["8000:8000"]
@@ -122,7 +123,7 @@ def test_the_worker_runs_kernevo_worker_on_its_reserved_gpus(compose: dict[str, 
     worker = compose["services"]["worker"]
     command = worker["command"]
     assert command[:2] == ["kernevo", "worker"]
-    arguments = kernevo.cli._parser().parse_args(command[1:])
+    arguments = kernevo.cli.parser._parser().parse_args(command[1:])
     assert arguments.command == "worker" and not arguments.compile_only
     (device,) = worker["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia"

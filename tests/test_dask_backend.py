@@ -487,7 +487,8 @@ def test_options_and_device_indices() -> None:
 
 def test_no_cluster_means_no_dask_import() -> None:
     code = (
-        "import sys, evolver.runner, evaluator.openevolve_entry, kernevo.cli\n"
+        "import sys, evolver.runner, evaluator.openevolve_entry\n"
+        "import kernevo.cli, kernevo.cli.cluster, kernevo.cli.evolve, kernevo.cli.queue\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
     )
     done = subprocess.run(

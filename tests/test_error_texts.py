@@ -67,7 +67,8 @@ def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     [
         ("/proc/kernevo-keys", "cannot be created or written: No such file or directory"),
         ("/proc/self/kernevo/keys", "cannot be created or written: No such file or directory"),
-        # Something not a folder above: said as for --work-dir (kernevo.cli._file_in_the_way).
+        # Something not a folder above: said as for --work-dir
+        # (kernevo.cli.folders._file_in_the_way).
         ("/dev/null/keys", "cannot be created: /dev/null is a file, not a folder"),
     ],
 )

@@ -103,11 +103,10 @@ from pathlib import Path
 import pkgutil, importlib
 import kernevo
 from kernevo import paths
-# Every loader module, the path driver included (the console script, kernevo.cli, is the
-# service's: it imports service packages lazily, per subcommand).
+# Every loader module, the path driver included (the console script, the package kernevo.cli,
+# is the service's: this wheel does not ship it).
 for info in pkgutil.walk_packages(kernevo.__path__, "kernevo."):
-    if info.name != "kernevo.cli":
-        importlib.import_module(info.name)
+    importlib.import_module(info.name)
 [route] = paths.registry.route("trsm", "float64", 64, 64)
 site = Path(sysconfig.get_paths()["purelib"])
 print(json.dumps({

@@ -657,6 +657,42 @@ def test_pool_workers_start_with_ctrl_c_blocked_and_the_job_keeps_it() -> None:
         assert pool.submit(_sigint_mask).result(timeout=120) is False
 
 
+def _ignores_sigint(pid: int) -> bool:
+    """Whether the process ``pid`` ignores SIGINT and no longer blocks it (``/proc``'s masks)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    masks = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    bit = 1 << (signal.SIGINT - 1)
+    return bool(int(masks["SigIgn"], 16) & bit) and not int(masks["SigBlk"], 16) & bit
+
+
+def test_pool_workers_of_python_m_kernevo_cli_ignore_ctrl_c(
+    tmp_path: Path, evolve_process: list[subprocess.Popen[bytes]]
+) -> None:
+    """A spawned worker re-imports the main module by its name, but never one named
+    ``….__main__``: ``python -m kernevo.cli`` (scripts/device_env.sh's ``kernevo``) names its
+    main module as the package, so that its workers import ``kernevo.cli`` and ignore SIGINT as
+    the console script's do (they stayed with SIGINT blocked, never set aside, without it)."""
+    proc = subprocess.Popen(
+        _evolve(tmp_path, "--compile-only", "--iterations", "1000", "--in-flight", "2"),
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    evolve_process.append(proc)
+    _wait_for(
+        lambda: len([p for p in _pool_workers(proc.pid, 1) if _ignores_sigint(p.pid)]) >= 2,
+        120,
+        "two pool workers ignoring SIGINT",
+    )
+    proc.send_signal(signal.SIGTERM)
+    _communicate(proc)
+    assert proc.returncode == 143
+
+
 def test_ctrl_c_while_many_workers_start_prints_only_the_jobs_line(
     tmp_path: Path, evolve_process: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -32,6 +32,8 @@ from test_loader_resolver import (
 )
 
 import kernevo.cli
+import kernevo.cli.best
+import kernevo.cli.errors
 from kernevo.cache import ChampionCache
 from kernevo.client import service_fetcher
 from kernevo.resolver import Resolver
@@ -369,7 +371,7 @@ def test_kernevo_best_marks_a_path_timed_slower_than_the_library_at_the_shape() 
              "program_id": 18, "combined_score": 1.1, "time_us": None},
         ],
     }  # fmt: skip
-    assert kernevo.cli._compared_lines(kernel, "m=32 n=32") == [
+    assert kernevo.cli.best._compared_lines(kernel, "m=32 n=32") == [
         "compared 2 serving path(s) by only_champion:",
         "  trsm_small (shape bucket m64n64): program 17, score 2.000, 10.00 us at m=32 n=32 "
         "(timed slower than the library at m=32 n=32: not served there)",
@@ -450,7 +452,7 @@ def test_kernevo_best_prints_the_paths_compared(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(
-        kernevo.cli, "_get_json", lambda url, params: api_client.get(url, params=params).json()
+        kernevo.cli.best, "_get_json", lambda url, params: api_client.get(url, params=params).json()
     )
     args = ["best", "--dtype", "float64", "--m", "32", "--n", "32", "--gpu", "nvidia-h200"]
     assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 0
@@ -475,11 +477,12 @@ def test_kernevo_best_says_the_library_serves_a_shape_every_champion_lost(
 
     def get_json(url: str, params: dict[str, Any]) -> Any:
         answer = api_client.get(url, params=params)
-        if answer.status_code != 200:  # as kernevo.cli._get_json words a service's refusal
-            raise kernevo.cli.CliError(f"HTTP {answer.status_code}: {answer.json()['detail']}")
+        if answer.status_code != 200:  # as kernevo.cli.service._get_json words a service's refusal
+            detail = answer.json()["detail"]
+            raise kernevo.cli.errors.CliError(f"HTTP {answer.status_code}: {detail}")
         return answer.json()
 
-    monkeypatch.setattr(kernevo.cli, "_get_json", get_json)
+    monkeypatch.setattr(kernevo.cli.best, "_get_json", get_json)
     args = ["best", "--dtype", "float64", "--m", "48", "--n", "48", "--gpu", "nvidia-h200"]
     assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 1
     err = capsys.readouterr().err.strip()
@@ -753,7 +756,7 @@ def test_kernevo_best_on_a_malformed_answer_is_one_line(
     """A service's answer is data from elsewhere (a red-team review crashed the command with a
     string where a score belongs): one line on stderr, exit 1, no traceback."""
     monkeypatch.setattr(
-        kernevo.cli,
+        kernevo.cli.best,
         "_get_json",
         lambda url, params: {**api_client.get(url, params=params).json(), **change},
     )
@@ -775,7 +778,7 @@ def test_kernevo_best_states_a_lower_bound_of_the_envelope(
         body = api_client.get(url, params=params).json()
         return {**body, "envelope": {**body["envelope"], "m_min": 64, "m_max": 64}}
 
-    monkeypatch.setattr(kernevo.cli, "_get_json", answer)
+    monkeypatch.setattr(kernevo.cli.best, "_get_json", answer)
     args = ["best", "--dtype", "float64", "--m", "32", "--n", "32", "--gpu", "nvidia-h200"]
     assert kernevo.cli.main([*args, "--api-url", "http://testserver"]) == 0
     assert "envelope 64 <= m <= 64, n <= 32," in capsys.readouterr().out

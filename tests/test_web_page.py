@@ -325,7 +325,7 @@ def test_a_job_with_nothing_timed_shows_no_speedup_as_kernevo_jobs_does(
 ) -> None:
     """The trial's compile-only job showed ``0.00×`` where ``kernevo jobs`` shows ``-``
     (format.js ``speedup``: 0 is nothing timed)."""
-    from kernevo.cli import _job_line
+    from kernevo.cli.job_table import _job_line
 
     base_url, ids, token = trial_site
     _open(browser, base_url, token=token, job_id=ids["compile_only"])
@@ -347,7 +347,7 @@ def test_a_failed_jobs_reason_is_shown_in_kernevo_jobs_words(
 ) -> None:
     """The job view names why a failed job failed (``#job-failure``, jobs.js
     ``failureLine``), the line ``kernevo jobs`` prints; the state badge says it on hover."""
-    from kernevo.cli import _failure_lines
+    from kernevo.cli.job_table import _failure_lines
 
     base_url, ids, token = trial_site
     rows = _api_jobs(base_url, token)
