@@ -31,8 +31,11 @@ _HOMES = {
 
 
 def __dir__() -> list[str]:
-    """What ``dir(kernevo)`` lists: the lazy names too (``load`` before its first use)."""
-    return sorted(set(globals()) | set(_HOMES))
+    """What ``dir(kernevo)`` lists: the public names, the lazy ones too (``load`` before its first
+    use), and the module's dunders; not this file's own imports (``Any``, ``importlib``), which
+    a user exploring the package took for its API."""
+    dunders = {name for name in globals() if name.startswith("__") and name.endswith("__")}
+    return sorted(dunders | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

@@ -143,3 +143,6 @@ def test_dir_of_kernevo_lists_its_lazy_names() -> None:
     import kernevo
 
     assert {"load", "NoGpuError", "Decision"} <= set(dir(kernevo))
+    # A trial's finding: it also listed this file's own imports (Any, TYPE_CHECKING, importlib).
+    assert not {"Any", "TYPE_CHECKING", "importlib", "annotations"} & set(dir(kernevo))
+    assert [name for name in dir(kernevo) if not name.startswith("__")] == sorted(kernevo.__all__)

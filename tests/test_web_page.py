@@ -87,6 +87,10 @@ def test_without_a_token_the_page_asks_for_one_and_shows_the_open_champions(
     ui.wait_for_loads(browser, 1)
     assert browser.current_url.startswith(f"{base_url}/ui/")
     assert "needs a read token" in _text(browser, "jobs-status")
+    # The database holds a job: an unread table must not say "no jobs yet" (a trial's finding).
+    assert browser.find_element(By.CSS_SELECTOR, "#jobs tbody").text == (
+        "jobs not read: see the line above"
+    )
     assert len(browser.find_elements(By.CSS_SELECTOR, "#champions tbody tr[data-key]")) == 1
     assert "no token" in _text(browser, "token-state")
     errors = _severe(browser)
@@ -323,14 +327,14 @@ SPEEDUP_COLUMN, STATE_COLUMN, SCORE_COLUMN = 8, 5, 7
 def test_a_job_with_nothing_timed_shows_no_speedup_as_kernevo_jobs_does(
     trial_site: tuple[str, dict, str], browser: WebDriver
 ) -> None:
-    """The trial's compile-only job showed ``0.00×`` where ``kernevo jobs`` shows ``-``
-    (format.js ``speedup``: 0 is nothing timed)."""
+    """The trial's compile-only job showed ``0.00×`` where ``kernevo jobs`` shows ``-``: the
+    service sends ``null`` (nothing timed) and the cell says why on hover (jobs.js)."""
     from kernevo.cli.job_table import _job_line
 
     base_url, ids, token = trial_site
     _open(browser, base_url, token=token, job_id=ids["compile_only"])
     rows = _api_jobs(base_url, token)
-    assert rows[ids["compile_only"]]["best_speedup"] == 0.0
+    assert rows[ids["compile_only"]]["best_speedup"] is None  # the row's 0.0 is not served
     # The CLI's rule, for the same row: best 0.000, speedup '-'.
     assert " 0.000       -  " in _job_line(rows[ids["compile_only"]])
     cell = _cell(browser, ids["compile_only"], SPEEDUP_COLUMN)

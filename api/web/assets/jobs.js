@@ -10,9 +10,10 @@ export function failureLine(job) {
   return `job ${job.id} failed: ${job.failure_reason}`;
 }
 
-// The best speedup; a 0 (nothing timed) reads "—" and says why on hover.
+// The best speedup; none while the job has a best score (nothing timed: the service sends null)
+// reads "—" and says why on hover; a job without a best yet reads "—" alone.
 function bestSpeedup(job) {
-  const nothingTimed = isNumber(job.best_speedup) && job.best_speedup <= 0;
+  const nothingTimed = isNumber(job.best_score) && !(isNumber(job.best_speedup) && job.best_speedup > 0);
   return el("td", { class: "num", title: nothingTimed ? NOTHING_TIMED : null }, speedup(job.best_speedup));
 }
 
@@ -32,8 +33,10 @@ function heartbeat(job) {
   return el("td", { class: "muted" }, job.state === "running" ? age(job.heartbeat_age_s) : "");
 }
 
-// Fill tbody with one row per job; a click on a row calls onSelect(job id).
-export function renderJobs(tbody, jobs, selectedId, onSelect) {
+// Fill tbody with one row per job; a click on a row calls onSelect(job id). `unread`: the jobs
+// could not be read (no token, the service down), so an empty list says nothing about the
+// database and the table must not claim "no jobs yet".
+export function renderJobs(tbody, jobs, selectedId, onSelect, unread = false) {
   clear(tbody);
   for (const job of jobs) {
     const row = el(
@@ -61,6 +64,7 @@ export function renderJobs(tbody, jobs, selectedId, onSelect) {
     tbody.append(row);
   }
   if (!jobs.length) {
-    tbody.append(el("tr", {}, el("td", { colspan: 10, class: "muted" }, "no jobs yet")));
+    const text = unread ? "jobs not read: see the line above" : "no jobs yet";
+    tbody.append(el("tr", {}, el("td", { colspan: 10, class: "muted" }, text)));
   }
 }

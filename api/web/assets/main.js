@@ -15,6 +15,7 @@ const IDLE_REFRESH_MS = 60000;
 
 const state = {
   jobs: [],
+  jobsUnread: false, // the last read of the jobs failed: their table says so, not "no jobs yet"
   jobId: null,
   lineage: null,
   programId: null,
@@ -92,16 +93,18 @@ function drawJobHeader() {
 }
 
 function drawJobs() {
-  renderJobs(byId("jobs").querySelector("tbody"), state.jobs, state.jobId, selectJob);
+  renderJobs(byId("jobs").querySelector("tbody"), state.jobs, state.jobId, selectJob, state.jobsUnread);
   drawJobHeader();
 }
 
 async function loadJobs() {
   try {
     state.jobs = await getJson("v1/jobs", { limit: 100 });
+    state.jobsUnread = false;
     setStatus("jobs-status", "");
   } catch (error) {
     state.jobs = [];
+    state.jobsUnread = true;
     setStatus("jobs-status", explain(error), "error");
   }
   if (state.jobId === null && state.jobs.length) {
