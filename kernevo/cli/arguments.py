@@ -11,7 +11,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kernevo.environment import host_problem, http_url_problem, shorten, without_credentials
+from kernevo.environment import (
+    host_problem,
+    http_url_problem,
+    service_url_problem,
+    shorten,
+    without_credentials,
+)
 
 # An integer on the command line: ASCII decimal digits, a minus sign at most (so that a negative
 # value is told the range). Python's int() also takes "+64", "6_4", " 64 " and other scripts'
@@ -120,6 +126,15 @@ def _text(what: str, max_len: int = _NAME_MAX, *, file: bool = False) -> Callabl
 def _url(text: str) -> str:
     """An argparse type: an ``http://`` or ``https://`` URL with a valid host and port."""
     problem = http_url_problem(_text("a URL", _LONG_MAX)(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _service_url(text: str) -> str:
+    """An argparse type for ``--api-url``: the service's root URL (``_url``'s rules, and no
+    ``/v1`` path end, query or fragment: ``kernevo.environment.service_url_problem``)."""
+    problem = service_url_problem(_text("a URL", _LONG_MAX)(text))
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text

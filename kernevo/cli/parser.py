@@ -36,6 +36,7 @@ from kernevo.cli.arguments import (
     _resume,
     _scheduler,
     _seconds,
+    _service_url,
     _text,
     _url,
 )
@@ -240,7 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     best.add_argument("--m", type=_dimension("m"), help=_dimension_help("m"))
     best.add_argument("--n", type=_dimension("n"), help=_dimension_help("n"))
     _add_gpu_arguments(best)
-    best.add_argument("--api-url", type=_url, help="default KERNEVO_API_URL")
+    best.add_argument("--api-url", type=_service_url, help="default KERNEVO_API_URL")
     best.set_defaults(func=_Run("best", "_cmd_best"))
 
     jobs = _command(commands, "jobs", "list jobs and their progress (database or service)")
@@ -253,7 +254,9 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument(
         "--limit", type=_count, default=20, help="newest jobs shown, 1..2147483647 (default 20)"
     )
-    jobs.add_argument("--api-url", type=_url, help="ask the service instead of the database")
+    jobs.add_argument(
+        "--api-url", type=_service_url, help="ask the service instead of the database"
+    )
     jobs.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     jobs.add_argument(
         "--watch",
@@ -373,7 +376,9 @@ def _add_queue_commands(commands: Any) -> None:
     cancel = _command(commands, "cancel", "cancel a job (queued or running)")
     cancel.set_defaults(parser=cancel)
     cancel.add_argument("job", type=_job_id, metavar="JOB", help="job id")
-    cancel.add_argument("--api-url", type=_url, help="cancel through the service (token needed)")
+    cancel.add_argument(
+        "--api-url", type=_service_url, help="cancel through the service (token needed)"
+    )
     cancel.add_argument("--database-url", type=_database_url, help="default KERNEVO_DATABASE_URL")
     cancel.set_defaults(func=_Run("queue", "_cmd_cancel"))
 
