@@ -182,6 +182,7 @@ def _llm_settings_act(args: argparse.Namespace, llm: Any, settings: Any) -> None
             )
         return
     if llm.model is not None or settings.llm_model is not None:
+        _key_variable_acts(args, llm, settings)
         return
     needs = "needs a model (--llm-model, llm.model in the --config file or KERNEVO_LLM_MODEL)"
     if given["base_url"] is not None:
@@ -193,6 +194,31 @@ def _llm_settings_act(args: argparse.Namespace, llm: Any, settings: Any) -> None
         check="value_error",
         name="KERNEVO_LLM_BASE_URL",
     )
+
+
+def _key_variable_acts(args: argparse.Namespace, llm: Any, settings: Any) -> None:
+    """Refuse an LLM key variable that is not set, or is one of kernevo's own settings
+    (``evolver.llm.LLMBackend.api_key``), as the configuration error it is (exit 2), naming
+    where it was given; the job's start had refused it as an infrastructure error (exit 1).
+
+    Raises:
+        UsageError: the ``--config`` file's ``llm.api_key_env`` is at fault.
+        SettingsError: ``KERNEVO_LLM_API_KEY_ENV`` is.
+        SystemExit: (2, through ``args.parser.error``) ``--llm-api-key-env`` is.
+    """
+    from evolver.errors import LLMEndpointError
+    from evolver.llm import resolve_backend
+
+    try:
+        resolve_backend(llm, settings).api_key()
+    except LLMEndpointError as error:
+        if args.llm_api_key_env is not None:
+            args.parser.error(f"argument --llm-api-key-env: {error}")
+        if llm.api_key_env is not None:
+            raise UsageError(f"{args.config}: {error}") from None
+        raise SettingsError(
+            f"KERNEVO_LLM_API_KEY_ENV: {error}", check="value_error", name="KERNEVO_LLM_API_KEY_ENV"
+        ) from None
 
 
 # What a refused --resume suggests: the database does not exist, is empty or holds no kernevo
