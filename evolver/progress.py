@@ -202,7 +202,10 @@ class ProgressReporter:
         if rec.status == COMPILED_STATUS and not rec.error_kind:
             result = "compiled"  # compile-only: nothing ran, so there is no score to show
         if rec.error_kind:
-            result = f"{rec.error_kind} ({rec.check})" if rec.check else rec.error_kind
+            # The check names which one refused (wrong (ill_conditioned)); a failure that is its
+            # own check (diff_error, llm_error) is named once, not "diff_error (diff_error)".
+            shown = rec.check and rec.check != rec.error_kind
+            result = f"{rec.error_kind} ({rec.check})" if shown else rec.error_kind
         return (
             f"job {self.job_id} | iter {rec.iteration}/{self.total_iterations} | "
             f"{outcome}: {result} | best {self.best_score:.3f} "
