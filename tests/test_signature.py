@@ -402,11 +402,15 @@ def test_kernevo_keys_creates_the_pair_and_prints_the_public_key(
     assert main(["keys", "--dir", str(tmp_path / "keys")]) == 0
 
     out = capsys.readouterr().out
-    key = load_signing_key(tmp_path / "keys" / PRIVATE_KEY_FILE)
+    private = tmp_path / "keys" / PRIVATE_KEY_FILE
+    key = load_signing_key(private)
     public = base64.b64encode(key.public_raw).decode()
-    assert f"(id {key.key_id})" in out
+    # A trial: the first run did not say it had made the pair; a later run only shows it.
+    assert out.splitlines()[0] == f"created signing key {private} (id {key.key_id})"
     assert f"KERNEVO_TRUSTED_KEYS={public}" in out
     assert trusted_keys([public]) == {key.key_id: key.public_raw}
+    assert main(["keys", "--dir", str(tmp_path / "keys")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"signing key {private} (id {key.key_id})"
 
 
 def test_envelope_lower_bounds_are_signed_only_where_a_path_has_them():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from kernevo.cli.errors import CliError
@@ -11,14 +12,21 @@ from kernevo.cli.folders import _file_in_the_way
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
-    """Create the local signing key pair if missing; print its id and public key."""
+    """Create the local signing key pair if missing (the first line then begins ``created``);
+    print its id and public key."""
     import base64
 
     from evolver.settings import EvolverSettings
-    from kernevo.keys import KeyFileError, generate_key_pair, load_signing_key
+    from kernevo.keys import (
+        PRIVATE_KEY_FILE,
+        KeyFileError,
+        generate_key_pair,
+        load_signing_key,
+    )
 
     settings = EvolverSettings()
     folder = None
+    created = False
     try:
         if args.dir is None and settings.signing_key is not None:
             key = load_signing_key(settings.signing_key)
@@ -27,6 +35,9 @@ def _cmd_keys(args: argparse.Namespace) -> int:
             where = "--dir, else KERNEVO_KEY_DIR"
             if (problem := _file_in_the_way("key folder", folder, where)) is not None:
                 raise CliError(problem)
+            # Said on the first line: a first run made a pair, a later one shows it (another
+            # process creating it at this moment is rare and only makes this say "created").
+            created = not (Path(folder).expanduser() / PRIVATE_KEY_FILE).exists()
             key = generate_key_pair(folder)
     except KeyFileError as error:
         raise CliError(str(error)) from None
@@ -38,7 +49,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
             f"key folder {where} cannot be created or written: {error.strerror or error}"
         ) from None
     public = base64.b64encode(key.public_raw).decode("ascii")
-    print(f"signing key {key.path} (id {key.key_id})")
+    print(f"{'created ' if created else ''}signing key {key.path} (id {key.key_id})")
     print(f"public key: {public}")
     print(f"loaders elsewhere trust it with KERNEVO_TRUSTED_KEYS={public}")
     if folder is not None:
