@@ -1053,7 +1053,9 @@ def _finish(
             iteration=reporter.iteration,
             best_score=reporter.best_score,
             best_speedup=reporter.best_speedup,
-            last_failure_kind="interrupted" if interrupted else None,
+            # The job's own failure kind (db.states.JOB_FAILURE_KINDS), as _mark_failed writes
+            # it: a run that ended failed on its own is "error", not its last iteration's kind.
+            last_failure_kind="interrupted" if interrupted else "error" if reason else None,
             failure_reason=reason if state == "failed" else None,
         )
     programs = _count_programs(engine, job_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from job_store import offline_settings, set_job_state, small_job
+from job_store import job_row, offline_settings, set_job_state, small_job
 
 from evolver.errors import ResumeError
 from evolver.runner import resume_job, start_job
@@ -86,3 +86,39 @@ def test_a_job_interrupted_after_its_last_iteration_only_finishes(
     assert "0 iterations from checkpoint at iteration 2" in lines[1]
     assert (again.state, again.iteration) == ("complete", 2)
     assert again.programs_recorded == first.programs_recorded
+
+
+def test_a_job_whose_every_llm_answer_failed_is_refused_as_it_was_left(tmp_path: Path) -> None:
+    """The real path, not a row set by hand (a second trial: the finished run left its last
+    iteration's ``llm_error`` as the job's failure kind, so the rule never matched): an endpoint
+    answering ``choices: []`` fails both iterations, the job ends ``failed`` with kind
+    ``error``, and neither resume runs it again."""
+    import json
+
+    from http_stub import JSON, StubServer, reply
+
+    from evolver.job_config import LLMSection
+
+    def respond(handler) -> None:  # type: ignore[no-untyped-def]
+        if handler.command == "GET":  # the preflight's model listing
+            reply(handler, 200, json.dumps({"data": [{"id": "m", "object": "model"}]}).encode(),
+                  JSON)  # fmt: skip
+            return
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": []}
+        reply(handler, 200, json.dumps(body).encode(), JSON)
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    root = tmp_path / "runs"
+    with StubServer(respond, methods=("GET", "POST")) as server:
+        job = small_job(llm=LLMSection(base_url=f"{server.url}/v1", model="m", retries=0))
+        outcome = start_job(job, settings=offline_settings(root), database_url=url, write=print)
+        assert (outcome.state, outcome.iteration) == ("failed", 2)
+        row = job_row(url)
+        assert (row.state, row.last_failure_kind) == ("failed", "error")
+        lines: list[str] = []
+        with pytest.raises(ResumeError, match="failed after running all its 2 iterations"):
+            _resume(url, root, 1, lines)
+        with pytest.raises(ResumeError, match="job 1 failed after running all its iterations"):
+            _resume(url, root, None, lines, **PICK)
+        assert lines == []
