@@ -474,10 +474,17 @@ def _resume_job(
             raise ResumeError(
                 f"job {row.id} is on shape bucket {row.shape_bucket}, not {given['bucket']}"
             )
-        if "iterations" in given and given["iterations"] <= row.iteration:
+        # How far the job got: its row's iteration, or a recorded program's when an interrupted
+        # re-run from an earlier checkpoint left the row lower (a trial shrank a job that had
+        # recorded iteration 2 to --iterations 1 that way).
+        from db.models import Program
+
+        newest = s.scalar(select(func.max(Program.iteration)).where(Program.job_id == row.id))
+        reached = max(row.iteration, newest or 0)
+        if "iterations" in given and given["iterations"] <= reached:
             # Running "0 iterations" would mark the job complete for good, short of its total.
             raise ResumeOptionError(
-                f"job {row.id} is at iteration {row.iteration}: --iterations "
+                f"job {row.id} is at iteration {reached}: --iterations "
                 f"{given['iterations']} must exceed it (it extends the job)"
             )
         stored = dict(row.config)

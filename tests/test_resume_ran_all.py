@@ -122,3 +122,21 @@ def test_a_job_whose_every_llm_answer_failed_is_refused_as_it_was_left(tmp_path:
         with pytest.raises(ResumeError, match="job 1 failed after running all its iterations"):
             _resume(url, root, None, lines, **PICK)
         assert lines == []
+
+
+def test_iterations_cannot_shrink_a_job_below_the_iteration_it_recorded(
+    fresh_database_url: str, tmp_path: Path
+) -> None:
+    """A second trial: an interrupted re-run from an earlier checkpoint left the row at a lower
+    iteration than the job had recorded, and ``--iterations`` below that was then taken."""
+    from evolver.runner import ResumeOptionError
+
+    root = tmp_path / "runs"
+    url = fresh_database_url
+    start_job(small_job(), settings=offline_settings(root), database_url=url, write=print)
+    set_job_state(url, "failed", iteration=0, last_failure_kind="interrupted")  # rewound
+    with pytest.raises(ResumeOptionError) as caught:
+        _resume(url, root, 1, [], iterations=1)
+    assert str(caught.value) == (
+        "job 1 is at iteration 2: --iterations 1 must exceed it (it extends the job)"
+    )
