@@ -422,8 +422,9 @@ def http_url_problem(url: str) -> str | None:
 
 def service_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be the kernevo service's base URL (``KERNEVO_API_URL``, ``--api-url``),
-    or ``None``: :func:`http_url_problem`'s reasons, a query or fragment, or a path ending in
-    ``/v1``. The clients append ``/v1/kernels/best`` and the like, so ``http://host:8000/v1``
+    or ``None``: :func:`http_url_problem`'s reasons, a query or fragment, or a path with a
+    ``/v1`` segment (any case: ``/V1``, ``/v1/jobs``). The clients append ``/v1/kernels/best``
+    and the like, so ``http://host:8000/v1``
     (an OpenAI-style base URL, as ``KERNEVO_LLM_BASE_URL`` takes) asked for ``/v1/v1/…`` and got
     a bare 404. A service behind a proxy prefix (``https://host/kernevo``) stays valid."""
     from urllib.parse import urlsplit, urlunsplit
@@ -435,9 +436,11 @@ def service_url_problem(url: str) -> str | None:
     shown = shorten(without_credentials(url))
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         return f"a service URL without a query or fragment, not {shown!r}"
-    path = parts.path.rstrip("/")
-    if path.endswith("/v1"):
-        root = without_credentials(urlunsplit(parts._replace(path=path.removesuffix("/v1"))))
+    # A /v1 segment anywhere (any case: /V1, /v1/jobs): the routes are under the root's /v1.
+    api = re.search(r"/v1(?=/|$)", parts.path, re.IGNORECASE)
+    if api is not None:
+        prefix = parts.path[: api.start()]
+        root = without_credentials(urlunsplit(parts._replace(path=prefix)))
         return f"the service's root URL without /v1, {shorten(root)!r} (its /v1/… routes are added)"
     return None
 

@@ -25,10 +25,20 @@ from kernevo.settings import LoaderSettings
             "the service's root URL without /v1, 'https://user:***@127.0.0.1/kernevo' (its /v1/… "
             "routes are added)",
         ),
+        (
+            "http://127.0.0.1:8000/V1",
+            "the service's root URL without /v1, 'http://127.0.0.1:8000' (its /v1/… routes are "
+            "added)",
+        ),
+        (
+            "http://127.0.0.1:8000/v1/jobs",
+            "the service's root URL without /v1, 'http://127.0.0.1:8000' (its /v1/… routes are "
+            "added)",
+        ),
         ("http://127.0.0.1:8000/?gpu=h200", "a service URL without a query or fragment"),
         ("http://127.0.0.1:8000#top", "a service URL without a query or fragment"),
     ],
-    ids=["v1", "proxy-prefix-v1", "query", "fragment"],
+    ids=["v1", "proxy-prefix-v1", "upper-case", "a-route", "query", "fragment"],
 )
 def test_a_service_url_the_clients_cannot_append_routes_to_is_refused(
     monkeypatch: pytest.MonkeyPatch, url: str, reason: str
