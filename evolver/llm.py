@@ -103,8 +103,9 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
     ``failure_reason`` and ``GET /v1/jobs``.
 
     Raises:
-        LLMEndpointError: connection refused or timed out, key refused (401/403), model not
-            served, or any other HTTP error; one line.
+        LLMEndpointError: connection refused or timed out (``is unreachable``), no answer
+            within ``timeout_s`` or the connection closed mid-answer (said so), key refused
+            (401/403), model not served, or any other HTTP error; one line.
     """
     if backend.offline:
         return
@@ -146,10 +147,18 @@ def check_endpoint(backend: LLMBackend, *, timeout_s: float = 10.0) -> None:
                     f"for model {backend.model!r}: {_short(probe.text) or 'empty body'}"
                 )
     except httpx.HTTPError as error:
-        reason = _short(str(error)) or type(error).__name__
-        raise LLMEndpointError(
-            f"LLM endpoint {shown} is unreachable ({type(error).__name__}: {reason})"
-        ) from None
+        # Said as a failure during the job says it (_failure_line): an endpoint that accepted the
+        # connection and then was slow or hung up is not "unreachable".
+        what = f"{type(error).__name__}: {_short(str(error)) or type(error).__name__}"
+        if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+            line = f"is unreachable ({what})"
+        elif isinstance(error, httpx.TimeoutException):
+            line = f"gave no answer to the start-up check within {timeout_s:g} s ({what})"
+        elif isinstance(error, httpx.TransportError):
+            line = f"broke off its answer to the start-up check ({what})"
+        else:
+            line = f"failed the start-up check ({what})"
+        raise LLMEndpointError(f"LLM endpoint {shown} {line}") from None
 
 
 def _key_refused(backend: LLMBackend, shown: str, status: int) -> str:
@@ -286,9 +295,13 @@ def _content(shown: str, response: Any) -> str:
     if isinstance(response, str):
         # An HTML page (a URL that is not the API's), or Server-Sent Events from an endpoint
         # that streams even when asked not to.
+        # Streaming named only for Server-Sent Events ("data: …"): said of an nginx page it
+        # misled a trial.
+        sse = response.lstrip().startswith(("data:", "event:"))
+        why = " (streaming answers are not supported)" if sse else ""
         raise LLMEndpointError(
-            f"LLM endpoint {shown} answered text, not a chat completion (streaming answers are "
-            f"not supported): {_short(response, 120)!r}"
+            f"LLM endpoint {shown} answered text, not a chat completion{why}: "
+            f"{_short(response, 120)!r}"
         )
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list):

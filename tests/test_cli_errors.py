@@ -308,20 +308,20 @@ def test_llm_endpoint_without_model_or_key_is_one_line(tmp_path: Path) -> None:
         "(--llm-model, llm.model in the --config file or KERNEVO_LLM_MODEL) (see kernevo "
         "evolve --help)"
     )
-    line = _one_line_error(
-        _kernevo(
-            *args,
-            "--llm-base-url",
-            "http://127.0.0.1:9/v1",
-            "--llm-model",
-            "m",
-            "--llm-api-key-env",
-            "KERNEVO_TEST_UNSET_KEY",
-            tmp_path=tmp_path,
-        )
+    done = _kernevo(
+        *args,
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--llm-model",
+        "m",
+        "--llm-api-key-env",
+        "KERNEVO_TEST_UNSET_KEY",
+        tmp_path=tmp_path,
     )
-    assert line == (
-        "kernevo: the LLM API key variable KERNEVO_TEST_UNSET_KEY is not set in the environment"
+    assert done.returncode == 2  # a configuration error too (tests/test_llm_key_variable.py)
+    assert _one_line_error(done) == (
+        "kernevo evolve: error: argument --llm-api-key-env: the LLM API key variable "
+        "KERNEVO_TEST_UNSET_KEY is not set in the environment (see kernevo evolve --help)"
     )
 
 

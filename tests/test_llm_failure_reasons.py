@@ -34,6 +34,7 @@ from evolver.llm import (
     OPENAI_BACKEND,
     CanonicalTextLLM,
     LLMBackend,
+    check_endpoint,
     make_canonical_openai_client,
     model_configs,
 )
@@ -91,6 +92,10 @@ def _error_502_text(handler: BaseHTTPRequestHandler) -> None:
 
 def _html(handler: BaseHTTPRequestHandler) -> None:
     reply(handler, 200, b"<html><body>Welcome</body></html>", {"Content-Type": "text/html"})
+
+
+def _events(handler: BaseHTTPRequestHandler) -> None:  # streams though asked not to
+    reply(handler, 200, b'data: {"choices": []}\n\n', {"Content-Type": "text/event-stream"})
 
 
 def _no_content(handler: BaseHTTPRequestHandler) -> None:
@@ -152,8 +157,12 @@ def _failure(url: str, *, timeout: int = 1, retries: int = 0, plain: bool = Fals
         (_error_502_text, "answered HTTP 502: Bad Gateway: upstream is down"),
         (
             _html,
+            "answered text, not a chat completion: '<html><body>Welcome</body></html>'",
+        ),
+        (
+            _events,
             "answered text, not a chat completion (streaming answers are not supported): "
-            "'<html><body>Welcome</body></html>'",
+            "'data: {\"choices\": []}'",
         ),
         (
             _no_content,
@@ -165,7 +174,7 @@ def _failure(url: str, *, timeout: int = 1, retries: int = 0, plain: bool = Fals
             "complete message body (received 1 bytes, expected 100))",
         ),
     ],
-    ids=["no-choices", "truncated", "500", "502-text", "html", "no-content", "hang-up"],
+    ids=["no-choices", "truncated", "500", "502-text", "html", "events", "no-content", "hang-up"],
 )
 def test_an_answer_that_is_not_a_completion_says_what_is_wrong(answer: Respond, what: str) -> None:
     with StubServer(_stub(answer), methods=("GET", "POST")) as server:
@@ -262,3 +271,27 @@ def test_a_jobs_failure_reason_and_report_carry_the_line(
         evaluation = s.scalars(select(Evaluation).where(Evaluation.program_id == child.id)).one()
         assert evaluation.error_kind == "llm_error"
         assert evaluation.report["failure"]["detail"] == detail
+
+
+# A second trial: the start-up check called an endpoint that was slow, or hung up mid-answer,
+# "unreachable"; the job's own requests already said what happened.
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("slow", "gave no answer to the start-up check within 1 s (ReadTimeout: timed out)"),
+        ("hang-up", "broke off its answer to the start-up check (RemoteProtocolError: "),
+    ],
+)
+def test_the_start_up_check_says_slow_or_broken_off_not_unreachable(
+    released: threading.Event, case: str, said: str
+) -> None:
+    def slow(handler: BaseHTTPRequestHandler) -> None:
+        released.wait(30)
+
+    respond = slow if case == "slow" else _hang_up
+    with StubServer(respond, methods=("GET", "POST"), hang_up_ok=True) as server:
+        url = f"{server.url}/v1"
+        backend = LLMBackend(kind=OPENAI_BACKEND, model=MODEL, base_url=url)
+        with pytest.raises(LLMEndpointError) as caught:
+            check_endpoint(backend, timeout_s=1)
+    assert str(caught.value).startswith(f"LLM endpoint {url} {said}"), str(caught.value)
