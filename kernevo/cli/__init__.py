@@ -29,8 +29,10 @@ champions' are unless the service sets ``KERNEVO_API_KERNELS_REQUIRE_READ``; a p
 authenticate), and the service's 401 to a request that carried no token is that same missing
 setting: exit 2, the service's words and which token to set. A token the service refuses (401
 unknown or revoked, 403 a read token for a write) is exit 1, read or write. A job stopped by
-Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number), and a Ctrl-C anywhere else (while
-the parser is built included) prints ``kernevo: interrupted`` alone and exits 130. A closed
+Ctrl-C exits 130, by SIGTERM 143 (128 + the signal number), and a Ctrl-C anywhere else once
+:func:`main` runs (while the parser is built included) prints ``kernevo: interrupted`` alone and
+exits 130; one in the first tens of milliseconds, while Python imports this package, still ends
+in Python's own traceback. A closed
 stdout (``kernevo jobs | head -3``) ends a command quietly with 0. Set ``KERNEVO_DEBUG=true``
 (any boolean spelling: ``kernevo.environment.parse_boolean``) to see the traceback too.
 """
