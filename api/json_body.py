@@ -201,11 +201,21 @@ def _too_large() -> JSONResponse:
     return JSONResponse(status_code=413, content={"detail": TOO_LARGE})
 
 
+def _encoded(coding: str) -> JSONResponse:
+    detail = (
+        f"request body has Content-Encoding '{printable(coding, 60)}'; send it unencoded "
+        "(this service decodes none)"
+    )
+    return JSONResponse(status_code=415, content={"detail": detail})
+
+
 class BodyLimit:
     """ASGI middleware: a request whose body is larger than ``MAX_BODY_BYTES`` gets 413
     ``{"detail": TOO_LARGE}``: at once when its ``Content-Length`` says so (the body unread),
     else when the streamed body passes the limit (the route's read fails; ``_http_exception``
-    answers). FastAPI's own ``max_body_size`` answers a plain-text "Content Too Large"."""
+    answers). FastAPI's own ``max_body_size`` answers a plain-text "Content Too Large". A body
+    with a ``Content-Encoding`` other than ``identity`` gets 415 ``request body has
+    Content-Encoding 'gzip'; send it unencoded (this service decodes none)``, unread."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -214,9 +224,17 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length", "")
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             await _too_large()(scope, receive, send)
+            return
+        coding = headers.get("content-encoding", "identity").strip().lower()
+        has_body = declared not in ("", "0") or "transfer-encoding" in headers
+        if coding not in ("", "identity") and has_body:
+            # The service decodes no content coding (RFC 9110, 8.4.1: 415), and FastAPI reads the
+            # body before any dependency: a gzip body was answered "not UTF-8 text".
+            await _encoded(coding)(scope, receive, send)
             return
         total = 0
 

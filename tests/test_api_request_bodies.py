@@ -141,3 +141,25 @@ def test_every_json_media_type_is_read(api_client: TestClient, api_token: str, m
     body = b'{"path": "trsm_small", "dtype": "float64"}'
     response = api_client.post("/v1/jobs", content=body, headers=headers)
     assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("coding", ["gzip", "br", "GZIP"])
+def test_a_body_with_a_content_coding_is_a_415(
+    api_client: TestClient, api_token: str, route: tuple[str, str], coding: str
+) -> None:
+    """A second trial: a gzip body was read as JSON bytes and answered "not UTF-8 text"."""
+    import gzip
+
+    method, url = route
+    headers = bearer(api_token) | JSON | {"Content-Encoding": coding}
+    body = gzip.compress(b'{"path": "trsm_small", "dtype": "float64"}')
+    response = api_client.request(method, url, content=body, headers=headers)
+    assert response.status_code == 415, response.text
+    assert response.json() == {
+        "detail": f"request body has Content-Encoding '{coding.lower()}'; send it unencoded "
+        "(this service decodes none)"
+    }
+    identity = bearer(api_token) | JSON | {"Content-Encoding": "identity"}
+    created = api_client.post("/v1/jobs", content=gzip.decompress(body), headers=identity)
+    assert created.status_code == 201, created.text
