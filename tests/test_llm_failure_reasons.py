@@ -12,17 +12,17 @@ gave ``… list index out of range`` and a truncated body ``… Expecting value:
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import cast
 
 import pytest
-from http_stub import JSON, StubServer, reply
+from http_stub import JSON, Respond, StubServer, reply
+from openai_stub import MODEL, chat_completion, endpoint, no_choices
 from openevolve.config import LLMModelConfig
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
@@ -41,41 +41,13 @@ from evolver.llm import (
 from evolver.runner import start_job
 from evolver.settings import EvolverSettings
 
-MODEL = "stub"
-Respond = Callable[[BaseHTTPRequestHandler], None]
-
-
-def _completion(choices: list[dict]) -> bytes:
-    return json.dumps(
-        {"id": "c", "object": "chat.completion", "created": 0, "model": MODEL, "choices": choices}
-    ).encode()
-
-
-def _stub(answer: Respond) -> Respond:
-    """``GET /v1/models`` lists :data:`MODEL` (the job's preflight); every ``POST`` is answered
-    by ``answer`` after its body is read."""
-
-    def respond(handler: BaseHTTPRequestHandler) -> None:
-        if handler.command == "GET":
-            listing = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
-            reply(handler, 200, json.dumps(listing).encode(), JSON)
-            return
-        handler.rfile.read(int(handler.headers["Content-Length"]))
-        answer(handler)
-
-    return respond
-
 
 def _slow(released: threading.Event) -> Respond:
     def answer(handler: BaseHTTPRequestHandler) -> None:
         released.wait(30)  # past any timeout here; released when the test ends
-        reply(handler, 200, _completion([]), JSON)
+        reply(handler, 200, chat_completion([]), JSON)
 
     return answer
-
-
-def _no_choices(handler: BaseHTTPRequestHandler) -> None:
-    reply(handler, 200, _completion([]), JSON)
 
 
 def _truncated(handler: BaseHTTPRequestHandler) -> None:
@@ -100,7 +72,7 @@ def _events(handler: BaseHTTPRequestHandler) -> None:  # streams though asked no
 
 def _no_content(handler: BaseHTTPRequestHandler) -> None:
     choice = {"index": 0, "message": {"role": "assistant", "content": None}}
-    reply(handler, 200, _completion([{**choice, "finish_reason": "length"}]), JSON)
+    reply(handler, 200, chat_completion([{**choice, "finish_reason": "length"}]), JSON)
 
 
 def _hang_up(handler: BaseHTTPRequestHandler) -> None:
@@ -147,7 +119,7 @@ def _failure(url: str, *, timeout: int = 1, retries: int = 0, plain: bool = Fals
 @pytest.mark.parametrize(
     ("answer", "what"),
     [
-        (_no_choices, "answered a chat completion with no choices"),
+        (no_choices, "answered a chat completion with no choices"),
         (
             _truncated,
             "answered a body that is not valid JSON (broken at character 21 of 21): "
@@ -177,13 +149,13 @@ def _failure(url: str, *, timeout: int = 1, retries: int = 0, plain: bool = Fals
     ids=["no-choices", "truncated", "500", "502-text", "html", "events", "no-content", "hang-up"],
 )
 def test_an_answer_that_is_not_a_completion_says_what_is_wrong(answer: Respond, what: str) -> None:
-    with StubServer(_stub(answer), methods=("GET", "POST")) as server:
+    with StubServer(endpoint(answer), methods=("GET", "POST")) as server:
         url = f"{server.url}/v1"
         assert _failure(url) == f"LLM endpoint {url} {what}"
 
 
 def test_no_answer_within_the_timeout_says_so(released: threading.Event) -> None:
-    with StubServer(_stub(_slow(released)), methods=("GET", "POST"), hang_up_ok=True) as server:
+    with StubServer(endpoint(_slow(released)), methods=("GET", "POST"), hang_up_ok=True) as server:
         url = f"{server.url}/v1"
         assert _failure(url) == f"LLM endpoint {url} gave no answer within 1 s (llm.timeout_s)"
         assert _failure(url, retries=1, plain=True) == (
@@ -200,7 +172,7 @@ def test_a_closed_port_is_unreachable() -> None:
 
 
 def test_the_endpoint_is_named_without_its_credentials() -> None:
-    with StubServer(_stub(_error_500), methods=("GET", "POST")) as server:
+    with StubServer(endpoint(_error_500), methods=("GET", "POST")) as server:
         port = server.url.rsplit(":", 1)[1]
         line = _failure(f"http://u:s3cret@127.0.0.1:{port}/v1")
     assert (
@@ -220,7 +192,7 @@ def _closing_after_preflight(server_box: list[StubServer]) -> Respond:
         raise AssertionError("no request reaches a closed server")
 
     def respond(handler: BaseHTTPRequestHandler) -> None:
-        _stub(answer)(handler)
+        endpoint(answer)(handler)
         threading.Thread(target=server_box[0].close, daemon=True).start()
 
     return respond
@@ -232,9 +204,9 @@ def test_a_jobs_failure_reason_and_report_carry_the_line(
 ) -> None:
     box: list[StubServer] = []
     if case == "timeout":
-        respond = _stub(_slow(released))
+        respond = endpoint(_slow(released))
     elif case == "no-choices":
-        respond = _stub(_no_choices)
+        respond = endpoint(no_choices)
     else:
         respond = _closing_after_preflight(box)
     with StubServer(respond, methods=("GET", "POST"), hang_up_ok=True) as server:

@@ -93,25 +93,15 @@ def test_a_job_whose_every_llm_answer_failed_is_refused_as_it_was_left(tmp_path:
     iteration's ``llm_error`` as the job's failure kind, so the rule never matched): an endpoint
     answering ``choices: []`` fails both iterations, the job ends ``failed`` with kind
     ``error``, and neither resume runs it again."""
-    import json
-
-    from http_stub import JSON, StubServer, reply
+    from http_stub import StubServer
+    from openai_stub import MODEL, endpoint, no_choices
 
     from evolver.job_config import LLMSection
 
-    def respond(handler) -> None:  # type: ignore[no-untyped-def]
-        if handler.command == "GET":  # the preflight's model listing
-            reply(handler, 200, json.dumps({"data": [{"id": "m", "object": "model"}]}).encode(),
-                  JSON)  # fmt: skip
-            return
-        handler.rfile.read(int(handler.headers["Content-Length"]))
-        body = {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": []}
-        reply(handler, 200, json.dumps(body).encode(), JSON)
-
     url = f"sqlite:///{tmp_path / 'lineage.db'}"
     root = tmp_path / "runs"
-    with StubServer(respond, methods=("GET", "POST")) as server:
-        job = small_job(llm=LLMSection(base_url=f"{server.url}/v1", model="m", retries=0))
+    with StubServer(endpoint(no_choices), methods=("GET", "POST")) as server:
+        job = small_job(llm=LLMSection(base_url=f"{server.url}/v1", model=MODEL, retries=0))
         outcome = start_job(job, settings=offline_settings(root), database_url=url, write=print)
         assert (outcome.state, outcome.iteration) == ("failed", 2)
         row = job_row(url)
