@@ -292,23 +292,33 @@ def workers_start_deaf_to_ctrl_c() -> Iterator[None]:
 
 
 def _terminate_pool_without_waiting(executor: Any) -> None:
-    """OpenEvolve's ``_terminate_process_pool``, after telling the executor's call queue that
-    nobody will wait for its feeder thread.
-
-    Why: the call queue's feeder thread writes each submitted iteration (a snapshot of the whole
-    program database, far above a pipe's 64 KiB once a job has a hundred programs) into a pipe
-    that only the pool workers read. A stop kills the workers mid-write; the feeder then blocks
-    on the full pipe for ever, and the executor's manager thread joins it
-    (``join_executor_internals``), and the interpreter's exit joins the manager thread
+    """OpenEvolve's ``_terminate_process_pool``, made unable to leave the executor's manager
+    thread blocked on a pipe, which the interpreter's exit joins
     (``concurrent.futures.process._python_exit``): a job stopped by SIGTERM printed its resume
-    line and never exited. What the feeder still holds is work for workers being killed, so
-    nothing is lost by not waiting for it (``multiprocessing.Queue.cancel_join_thread``).
+    line and never exited. Both pipes between the job and its workers could do that.
+
+    - Call queue: its feeder thread writes each submitted iteration (a snapshot of the whole
+      program database, far above a pipe's 64 KiB once a job has a hundred programs) into a
+      pipe that only the workers read. Killed mid-read, they leave the feeder blocked on the
+      full pipe, and the manager thread joins it (``join_executor_internals``). What the feeder
+      still holds is work for workers being killed, so nothing is lost by not waiting for it
+      (``multiprocessing.Queue.cancel_join_thread``).
+    - Result queue: a worker sends a result above 16 KiB as a length header, then the body
+      (``multiprocessing.connection``). Killed between the two, it leaves the manager thread
+      reading a body that never comes, and no end of file either, because the job's process
+      holds the pipe's write end too (a CI run on 2026-12-02 hung so, 120 s). Once the workers
+      are gone that write end is closed: the read then ends, the pool counts as broken and the
+      manager thread exits. Results already in the pipe are still read before the end.
     """
     call_queue = getattr(executor, "_call_queue", None)
     if call_queue is not None:
         call_queue.cancel_join_thread()
+    # Taken now: the executor's shutdown forgets its result queue.
+    result_queue = getattr(executor, "_result_queue", None)
     assert _openevolve_terminate_pool is not None
     _openevolve_terminate_pool(executor)
+    if result_queue is not None:
+        result_queue._writer.close()
 
 
 @contextmanager
