@@ -476,7 +476,7 @@ class CompilerProcess:
                 return reply, used
             now = cpu_seconds_of(pid)
             if cpu_start is not None and now is not None:
-                used = now - cpu_start
+                used = _cpu_between(cpu_start, now)
                 if used > self.cpu_limit_s:
                     return None, used
 
@@ -546,8 +546,19 @@ def _cpu_since(pid: int, cpu_start: float | None, polled: float) -> float:
     """CPU seconds process ``pid`` used since ``cpu_start`` (read now; ``polled``, the last
     reading, where /proc cannot say), to the clock tick (0.01 s on Linux)."""
     now = cpu_seconds_of(pid)
-    used = now - cpu_start if now is not None and cpu_start is not None else 0.0
-    return round(max(used, polled), 3)
+    used = _cpu_between(cpu_start, now) if now is not None and cpu_start is not None else 0.0
+    return max(used, polled)
+
+
+def _cpu_between(start: float, now: float) -> float:
+    """CPU seconds between two readings of :func:`cpu_seconds_of`, rounded to the millisecond.
+
+    Why rounded here, once: the poll and the verdict must compare the same number with the
+    limit. A difference of two tick readings is inexact (1.07 - 0.57 = 0.5000000000000001):
+    the poll killed the child as over a 0.5 s limit, the verdict rounded it to 0.5, not over,
+    and called the compile a wall-clock overrun after 1.4 s (seen in a CI-like run, 2026-12-02).
+    """
+    return round(now - start, 3)
 
 
 def _ended(code: int | None) -> str:

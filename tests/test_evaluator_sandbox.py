@@ -157,6 +157,42 @@ def test_cpu_past_the_limit_at_the_backstop_is_a_cpu_overrun_and_says_so(monkeyp
         proc.stop()
 
 
+@pytest.mark.parametrize(
+    ("readings", "limit", "cpu", "first"),
+    [
+        # 1.07 - 0.57 = 0.5000000000000001: not over 0.5 (the kill came at the first poll and
+        # the verdict, reading 1.07 again, said wall clock); the third poll's 0.51 is over.
+        (
+            [0.57, 1.07, 1.07, 1.08],
+            "time",
+            0.51,
+            "NVRTC used more than its 0.5 s CPU-time limit (0.51 s)",
+        ),
+        ([0.0, 0.51], "time", 0.51, "NVRTC used more than its 0.5 s CPU-time limit (0.51 s)"),
+        ([0.57, 1.07], "wall", 0.5, "NVRTC ran past the 1 s wall-clock limit (0.50 s of CPU)"),
+    ],
+)
+def test_the_poll_and_the_verdict_read_the_cpu_limit_alike(
+    monkeypatch, readings, limit, cpu, first
+):
+    """A poll that kills the child as over the CPU limit gives a CPU-time verdict, never a
+    wall-clock one. The poll compared the raw difference of two tick readings with the limit and
+    the verdict the rounded one: 0.5000000000000001 s was over a 0.5 s limit at the poll and not
+    at the verdict, which named the 90 s wall clock after 1.4 s (a CI-like run, 2026-12-02).
+    Both now compare the millisecond-rounded difference; exactly the limit is not over it."""
+    more = iter(readings)  # at the request, then one per poll; the last one repeats
+    monkeypatch.setattr(compile_sandbox, "CPU_POLL_S", 0.01)
+    monkeypatch.setattr(compile_sandbox, "cpu_seconds_of", lambda pid: next(more, readings[-1]))
+    proc = CompilerProcess(cpu_limit_s=0.5, wall_limit_s=1.0)
+    try:
+        bomb = proc.compile(macro_bomb(), "candidate.cu", OPTIONS)
+        assert (bomb.ok, bomb.limit, bomb.cpu_seconds) == (False, limit, cpu), bomb.log
+        assert bomb.log.splitlines()[0].startswith(first)
+        assert (bomb.seconds >= 1.0) == (limit == "wall")  # what each verdict says is true
+    finally:
+        proc.stop()
+
+
 def test_an_unreadable_proc_stat_leaves_the_wall_clock_backstop(monkeypatch, caplog):
     """No CPU time to read (/proc hidden): the CPU limit cannot act, the backstop still does,
     and the parent says once that it is the only limit left."""
