@@ -80,7 +80,8 @@ def install_error_handlers(app: FastAPI) -> None:
     ``db.errors.DatabaseUnavailableError`` (locked, damaged, unreachable) with 503 and its
     one-line message, and any other driver error with a JSON 500; request validation errors
     get a 422 that never echoes the request (``api.validation``), and so does a JSON body
-    that is not UTF-8 or nests too deeply (``api.json_body``)."""
+    that is not UTF-8 or nests too deeply (``api.json_body``), and a 405 names every method of
+    its path (``api.allowed_methods``)."""
     install_validation_handler(app)
     install_body_error_handler(app)
     app.add_exception_handler(RepositoryError, _repository_error)

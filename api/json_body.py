@@ -18,13 +18,13 @@ from collections import Counter
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.allowed_methods import http_error_response
 from api.validation import validation_response
 from kernevo.text import printable
 
@@ -184,12 +184,13 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     failure = _parse_failure(exc.__cause__) if exc.status_code == 400 else None
     if failure is not None:
         return validation_response([failure])
-    return await http_exception_handler(request, exc)
+    return await http_error_response(request, exc)
 
 
 def install_body_error_handler(app: FastAPI) -> None:
     """Answer a JSON body that is not UTF-8 or nests too deeply as 422 ``json_invalid`` (see
-    :func:`_http_exception`); every other ``HTTPException`` as FastAPI does."""
+    :func:`_http_exception`); every other ``HTTPException`` as FastAPI does, a 405 with its
+    path's whole ``Allow`` list (``api.allowed_methods``)."""
     app.add_exception_handler(StarletteHTTPException, _http_exception)
 
 
