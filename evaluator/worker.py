@@ -41,6 +41,10 @@ def _serve(conn: Connection, physical: int, parent_pid: int) -> None:
 
     Dies with ``parent_pid`` (the pool worker that started it) by the watchdog only: the parent
     starts it from an OpenEvolve evaluation thread, whose end would fire PR_SET_PDEATHSIG.
+    A pool worker killed with the job (SIGTERM) ends the pipe either way: end of file, or
+    ECONNRESET when it left an answer unread (the pipe is a socket pair); the loop ends quietly
+    on both. It had printed a ``ConnectionResetError`` traceback under a job's stop line (lent
+    H200, 2026-12-02).
     """
     die_with_parent(parent_pid)
     os.environ["CUDA_VISIBLE_DEVICES"] = str(physical)
@@ -49,22 +53,29 @@ def _serve(conn: Connection, physical: int, parent_pid: int) -> None:
     while True:
         try:
             task = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
+        reply = _answer(gpu_tasks.run, task)
         try:
-            conn.send({"ok": True, "result": _run_task(gpu_tasks.run, task)})
-        except Exception as exc:  # a candidate's fault or our bug: report it, decide who retires
-            cuda = type(exc).__module__.startswith(_CUDA_ERROR_MODULES)
-            conn.send(
-                {
-                    "ok": False,
-                    "cuda_error": cuda,
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "traceback": traceback.format_exc(limit=5),
-                }
-            )
-            if cuda:
-                return
+            conn.send(reply)
+        except OSError:  # the pool worker died while the task ran
+            return
+        if reply.get("cuda_error"):
+            return
+
+
+def _answer(run: Any, task: dict[str, Any]) -> dict[str, Any]:
+    """The reply to ``task``: its result, or the exception it raised, saying whether it came
+    from CUDA (the worker then retires: its context is suspect)."""
+    try:
+        return {"ok": True, "result": _run_task(run, task)}
+    except Exception as exc:  # a candidate's fault or our bug: report it, decide who retires
+        return {
+            "ok": False,
+            "cuda_error": type(exc).__module__.startswith(_CUDA_ERROR_MODULES),
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(limit=5),
+        }
 
 
 def _run_task(run: Any, task: dict[str, Any]) -> dict[str, Any]:

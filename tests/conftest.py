@@ -389,6 +389,14 @@ def api_token() -> str:
     return API_TOKEN
 
 
+def repo_pythonpath() -> str:
+    """``PYTHONPATH`` for a test's child Python: the repository first, the environment's own
+    entries kept (the lent GPU machine installs the packages to a folder named there; a child
+    given the repository alone lacked openevolve and pyelftools)."""
+    entries = (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", ""))
+    return os.pathsep.join(p for p in entries if p)
+
+
 def bearer(token: str) -> dict[str, str]:
     """The ``Authorization`` header carrying ``token``."""
     return {"Authorization": f"Bearer {token}"}

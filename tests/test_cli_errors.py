@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import repo_pythonpath
 from http_stub import JSON, StubServer, reply
 
 from evolver.errors import NoGpuError
@@ -823,7 +824,7 @@ def test_bench_arguments_are_one_line_usage_errors(
     done = subprocess.run(
         [sys.executable, "-m", "evaluator.bench", *args],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": repo_pythonpath()},
     )  # fmt: skip
     assert done.returncode == 2
     line = _one_line_error(done)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import repo_pythonpath
 from sqlalchemy import Engine
 
 from db import queue
@@ -35,7 +36,7 @@ EXIT_BOUND_S = 10.0
 def _stop_pool_child(*args: str) -> tuple[int | None, float]:
     """Run ``stop_pool_child.py`` with ``args``, SIGTERM it once its pool is jammed; its exit
     status (``None``: still alive after :data:`EXIT_BOUND_S`, then killed) and seconds to exit."""
-    env = dict(os.environ, PYTHONPATH=str(CHILD.parent.parent))
+    env = dict(os.environ, PYTHONPATH=repo_pythonpath())
     child = subprocess.Popen(
         [sys.executable, str(CHILD), *args], stdout=subprocess.PIPE, text=True, env=env
     )
