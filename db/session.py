@@ -343,6 +343,13 @@ def unavailable_error(
     return converted
 
 
+# Kinds of write failure after which the writer engine's pooled connections are dropped, so
+# the next write opens the database afresh: SQLite opens a file it may not write read-only and
+# keeps that connection read-only after the file becomes writable again. The service answered
+# every write 503 "read-only" until restarted (a fresh-user trial, 2026-12-02).
+_REOPEN_AFTER = frozenset({"read_only", "read_only_database"})
+
+
 def _raise_unavailable(error: BaseException, engine: Engine, *, writer: bool = False) -> None:
     """Raise ``error`` as ``unavailable_error`` converts it; return when it does not (the
     caller re-raises it unchanged)."""
@@ -370,8 +377,13 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         session.commit()
     except BaseException as error:
         session.rollback()
-        _raise_unavailable(error, engine, writer=True)
-        raise
+        converted = unavailable_error(error, engine, writer=True)
+        if converted is None:
+            raise
+        if converted.kind in _REOPEN_AFTER:
+            session.close()
+            engine.dispose()
+        raise converted from error
     finally:
         session.close()
 

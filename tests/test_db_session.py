@@ -279,3 +279,36 @@ def test_an_unreachable_postgres_server_is_a_typed_error() -> None:
         assert failed.value.kind == "unreachable"
     finally:
         engine.dispose()
+
+
+def test_a_write_refused_as_read_only_reopens_the_database_for_the_next(tmp_path: Path) -> None:
+    """SQLite opens a file it may not write read-only, and that pooled connection stayed so
+    after the file became writable: the service answered every write 503 until restarted (a
+    fresh-user trial, 2026-12-02, with ``chattr +i``). Here the first connection is made
+    read-only (``PRAGMA query_only``, as root cannot be refused a file); the refused write drops
+    the pool, and the next write, on a fresh connection, is stored."""
+    from sqlalchemy import event
+
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    opened: list[int] = []
+
+    @event.listens_for(engine, "connect")
+    def first_read_only(connection: sqlite3.Connection, record: object) -> None:
+        if not opened:
+            connection.execute("PRAGMA query_only = ON")
+        opened.append(1)
+
+    try:
+        with pytest.raises(DatabaseUnavailableError) as refused, session_scope(engine) as s:
+            s.add(_job())
+        assert refused.value.kind in ("read_only", "read_only_database")
+        with session_scope(engine) as s:
+            s.add(_job())
+        reader = make_read_engine(url)
+        assert _count_jobs(reader) == 1
+        reader.dispose()
+        assert len(opened) >= 2
+    finally:
+        engine.dispose()
