@@ -271,10 +271,15 @@ class Worker:
         problem = self.options.problem()
         if problem is not None:
             raise WorkerError(problem)
+        if self.options.cluster is None:
+            # The GPUs before the database's lock: a worker refused for want of a GPU had left
+            # an empty database file and its lock file behind (a fresh-user trial, 2026-12-02).
+            self.slots = make_slots(self.options, None)
         with check_database(self.options.database_url, len(self.options.gpus) or 1):
             try:
                 self._open_gate()
-                self.slots = make_slots(self.options, self._gate)
+                if self._gate is not None:
+                    self.slots = make_slots(self.options, self._gate)
                 work_root = _prepare_work_root(self.options.work_dir)
                 self._engine = open_store(self.options.database_url)
                 self._say(

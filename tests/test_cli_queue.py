@@ -403,6 +403,9 @@ def test_worker_on_a_device_that_does_not_answer(
     code, _, err = _run(capsys, "worker", "--gpus", "1023", "--database-url", url)
     assert code == 1
     assert _one_line(err).startswith("kernevo: no CUDA GPU found: ")
+    # Refused before the database's lock: no empty q.db, no q.db.worker.lock (they were left,
+    # and every later command called the empty file "not a kernevo database").
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink", "dotted", "symlinked_folder"])
