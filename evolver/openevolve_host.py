@@ -170,12 +170,19 @@ class _NotingSignalModule:
 
         def noting(signum: int, frame: Any) -> None:
             received.append(signum)
+            # OpenEvolve's handler logs to the job's log file, which the interrupted code may
+            # be writing that moment: the file's second write fails ("reentrant call") and
+            # logging printed a "--- Logging error ---" traceback to the terminal (a worker's
+            # stop, fresh-user trial 2026-12-02). Only that line is lost; the stop goes on.
+            raising, logging.raiseExceptions = logging.raiseExceptions, False
             try:
                 handler(signum, frame)
             except SystemExit:
                 # OpenEvolve's second Ctrl-C calls sys.exit(0); a user's interrupt is not a
                 # success, so it surfaces as KeyboardInterrupt (the job is marked failed).
                 raise KeyboardInterrupt from None
+            finally:
+                logging.raiseExceptions = raising
 
         return self._real.signal(signalnum, noting)
 
