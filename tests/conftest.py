@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import socket
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -387,6 +388,15 @@ def seeded(fresh_database_url: str) -> Seeded:
 def api_token() -> str:
     """The bearer token the ``api_client`` app accepts (``KERNEVO_API_TOKEN``: scope write)."""
     return API_TOKEN
+
+
+def unused_port() -> int:
+    """A loopback TCP port nothing listens on: bound, then released. A server started on it
+    takes it; a client sent to it finds it closed (the unreachable endpoint tests use, never
+    another address)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def repo_pythonpath() -> str:

@@ -10,7 +10,6 @@ the 2-core CI machine.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import httpx
 import pytest
 import schemathesis
 import uvicorn
-from conftest import API_TOKEN, BACKENDS, _empty_database, bearer, seed_lineage
+from conftest import API_TOKEN, BACKENDS, _empty_database, bearer, seed_lineage, unused_port
 from hypothesis import HealthCheck, given, settings
 
 # Generated requests per operation: enough to reach every parameter's edge (bounds, unknown
@@ -43,12 +42,6 @@ class Service:
     auth: dict[str, str]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module", params=BACKENDS)
 def service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -65,7 +58,7 @@ def service(
         upgrade(url)
         seed_lineage(url)
         patch.setenv("KERNEVO_API_TOKEN", API_TOKEN)
-        port = _free_port()
+        port = unused_port()
         config = uvicorn.Config(
             create_app(url), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
         )

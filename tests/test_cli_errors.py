@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import repo_pythonpath
+from conftest import repo_pythonpath, unused_port
 from http_stub import JSON, StubServer, reply
 
 from evolver.errors import NoGpuError
@@ -32,7 +32,7 @@ def _kernevo(
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
     env["KERNEVO_DATABASE_URL"] = f"sqlite:///{tmp_path / 'lineage.db'}"
     env["KERNEVO_WORK_DIR"] = str(tmp_path / "runs")
-    env["KERNEVO_API_URL"] = f"http://127.0.0.1:{_closed_port()}"
+    env["KERNEVO_API_URL"] = f"http://127.0.0.1:{unused_port()}"
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "kernevo.cli", *args],
@@ -42,13 +42,6 @@ def _kernevo(
         timeout=timeout,
         cwd=tmp_path,
     )
-
-
-def _closed_port() -> int:
-    """A local TCP port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _one_line_error(done: subprocess.CompletedProcess) -> str:
@@ -279,7 +272,7 @@ def test_misspelt_config_key_is_one_line(tmp_path: Path) -> None:
 
 
 def test_unreachable_llm_endpoint_is_one_line_and_fast(tmp_path: Path) -> None:
-    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    base = f"http://127.0.0.1:{unused_port()}/v1"
     start = time.monotonic()
     line = _one_line_error(
         _kernevo(
@@ -623,7 +616,7 @@ def test_environment_problems_are_one_line_usage_errors_in_every_subcommand(
         monkeypatch.delenv(name)
     monkeypatch.setenv("KERNEVO_DATABASE_URL", f"sqlite:///{tmp_path / 'lineage.db'}")
     monkeypatch.setenv("KERNEVO_WORK_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("KERNEVO_API_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("KERNEVO_API_URL", f"http://127.0.0.1:{unused_port()}")
     monkeypatch.setenv(variable, value)
     monkeypatch.chdir(tmp_path)
     for args in _SUBCOMMANDS:

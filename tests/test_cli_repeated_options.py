@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from cli_usage import usage_line
+from conftest import unused_port
 
 from kernevo.cli import main
 from kernevo.cli.parser import _parser
@@ -25,18 +25,11 @@ ONCE = "given twice; give it once"
 LIST_ONCE = f"{ONCE}, with all its values"
 
 
-def _closed_port() -> int:
-    """A local TCP port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _kernevo(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
     env["KERNEVO_DATABASE_URL"] = f"sqlite:///{tmp_path / 'lineage.db'}"
     env["KERNEVO_WORK_DIR"] = str(tmp_path / "runs")
-    env["KERNEVO_API_URL"] = f"http://127.0.0.1:{_closed_port()}"
+    env["KERNEVO_API_URL"] = f"http://127.0.0.1:{unused_port()}"
     return subprocess.run(
         [sys.executable, "-m", "kernevo.cli", *args],
         env=env,
@@ -139,7 +132,7 @@ def test_a_value_from_the_environment_beside_the_option_is_no_repeat(
     """KERNEVO_API_URL and --api-url: the option wins, and the unreachable service it names is
     the command's error (exit 1), not a usage error."""
     monkeypatch.setenv("KERNEVO_API_URL", "http://127.0.0.1:1")
-    port = _closed_port()
+    port = unused_port()
     status = main(
         ["best", "--dtype", "float64", "--m", "64", "--n", "64", "--gpu", "nvidia-h200",
          "--api-url", f"http://127.0.0.1:{port}"]

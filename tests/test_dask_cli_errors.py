@@ -15,13 +15,13 @@ The scheduler and the processes come from ``tests/test_worker_dask.py``'s helper
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import unused_port
 from test_worker_dask import _process, _start_scheduler
 
 from kernevo.cli import main
@@ -30,13 +30,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 KERNEVO = [sys.executable, "-m", "kernevo.cli"]
 # A refused connection is known at once; the probe's own timeout (3 s) plus a busy machine.
 REFUSED_WITHIN_S = 10.0
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -105,7 +98,7 @@ def test_contradictions_and_invalid_ports_are_usage_errors(
     ],
 )
 def test_a_refused_connection_is_one_line_at_once(tmp_path: Path, argv: list[str]) -> None:
-    address = f"tcp://127.0.0.1:{_closed_port()}"
+    address = f"tcp://127.0.0.1:{unused_port()}"
     database = (
         ["--database-url", f"sqlite:///{tmp_path / 'q.db'}"] if argv[0] != "dask-worker" else []
     )

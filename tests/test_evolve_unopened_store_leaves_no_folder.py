@@ -5,19 +5,16 @@ removed again, with the parents it made, while empty."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
+from conftest import unused_port
 
 from kernevo.cli import main
 
 
 def _closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"postgresql://nobody@127.0.0.1:{port}/kernevo"
+    return f"postgresql://nobody@127.0.0.1:{unused_port()}/kernevo"
 
 
 EVOLVE = ["evolve", "--path", "trsm_small", "--dtype", "float64", "--compile-only"]

@@ -12,7 +12,6 @@ gave ``… list index out of range`` and a truncated body ``… Expecting value:
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from conftest import unused_port
 from http_stub import JSON, Respond, StubServer, reply
 from openai_stub import MODEL, chat_completion, endpoint, no_choices
 from openevolve.config import LLMModelConfig
@@ -77,12 +77,6 @@ def _no_content(handler: BaseHTTPRequestHandler) -> None:
 
 def _hang_up(handler: BaseHTTPRequestHandler) -> None:
     handler.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 100\r\n\r\n{")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -165,7 +159,7 @@ def test_no_answer_within_the_timeout_says_so(released: threading.Event) -> None
 
 
 def test_a_closed_port_is_unreachable() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{unused_port()}/v1"
     assert _failure(url) == (
         f"LLM endpoint {url} is unreachable (ConnectError: All connection attempts failed)"
     )

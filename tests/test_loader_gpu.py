@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import unused_port
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import kernevo
@@ -355,9 +356,7 @@ class _TamperedService(httpx.BaseTransport):
 
 
 def _closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    return f"http://127.0.0.1:{unused_port()}"
 
 
 @pytest.mark.gpu

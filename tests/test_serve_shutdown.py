@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import unused_port
 
 from kernevo.cli.serve import SHUTDOWN_GRACE_S
 
@@ -27,17 +28,11 @@ HALF_SENT = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_half_sent_body_does_not_keep_the_service_from_stopping(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
-    port = _free_port()
+    port = unused_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNEVO_")}
     serve = subprocess.Popen(
         [

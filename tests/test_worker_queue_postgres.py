@@ -16,7 +16,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import IO
 
 import httpx
 import pytest
+from conftest import unused_port
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session
 
@@ -65,12 +65,6 @@ class Worker:
             if " | serving " in line:
                 return line.split()[1]
         return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -118,7 +112,7 @@ def postgres_url(fresh_database_url: str) -> str:
 
 @pytest.fixture
 def api(postgres_url: str, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = unused_port()
     server = _start(
         ["serve", "--host", "127.0.0.1", "--port", str(port), "--database-url", postgres_url],
         tmp_path / "api.log",
